@@ -1,0 +1,3 @@
+fn main() {
+    println!("{}", env!("CARGO_PKG_VERSION"));
+}
