@@ -1,3 +1,69 @@
+//! loopx: loop scripts that drive agent CLIs. `main` only dispatches; each
+//! concern lives in its own module.
+
+mod cli;
+mod discovery;
+mod engine;
+mod env;
+mod envfile;
+mod error;
+mod help;
+mod names;
+mod output;
+mod process;
+mod runtime;
+mod signals;
+mod target;
+
+use std::io::{self, Write};
+
+use cli::Command;
+use error::Error;
+
 fn main() {
-    println!("{}", env!("CARGO_PKG_VERSION"));
+    let code = match dispatch() {
+        Ok(()) => 0,
+        Err(err) => {
+            if !err.is_silent() {
+                let _ = writeln!(io::stderr(), "loopx: error: {err}");
+            }
+            err.exit_code()
+        }
+    };
+    std::process::exit(code);
+}
+
+fn dispatch() -> Result<(), Error> {
+    match cli::parse(std::env::args_os().skip(1).collect())? {
+        Command::TopHelp => print_stdout(help::TOP),
+        Command::Version => print_stdout(concat!(env!("CARGO_PKG_VERSION"), "\n")),
+        Command::Output(out) => print_stdout(&(output::to_json(&out) + "\n")),
+        Command::EnvSet { name, value } => env::set(&name, &value),
+        Command::EnvRemove { name } => env::remove(&name),
+        Command::EnvList => env::list(),
+        Command::RunHelp => {
+            let root = std::env::current_dir()
+                .map_err(|e| Error::io("cannot determine the current directory", e))?;
+            print_stdout(&help::run_help(&root))
+        }
+        Command::Run(args) => engine::run(&args),
+        Command::InstallHelp => print_stdout(help::INSTALL),
+        Command::Install(_) => Err(Error::InstallUnavailable),
+    }
+}
+
+/// Writes to stdout in one go. A closed stdout ends loopx quietly with the
+/// status a shell expects from a broken pipe, never a panic.
+pub fn print_stdout(text: &str) -> Result<(), Error> {
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Err(Error::StdoutClosed),
+        Err(err) => Err(Error::io("cannot write to stdout", err)),
+    }
+}
+
+/// A warning on stderr; a closed stderr is not worth dying for.
+pub fn warn(msg: &str) {
+    let _ = writeln!(io::stderr(), "loopx: warning: {msg}");
 }

@@ -1,0 +1,474 @@
+//! Command-line grammar (§4.1–4.3, §12): turns argv into a `Command` without
+//! touching the filesystem. Every usage error names the problem and the help
+//! to consult.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use lexopt::prelude::*;
+
+use crate::error::Error;
+use crate::output::Output;
+
+const TOP_HELP: &str = "loopx --help";
+const RUN_HELP: &str = "loopx run --help";
+const INSTALL_HELP: &str = "loopx install --help";
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Command {
+    TopHelp,
+    Version,
+    Output(Output),
+    EnvSet { name: String, value: String },
+    EnvRemove { name: String },
+    EnvList,
+    RunHelp,
+    Run(RunArgs),
+    InstallHelp,
+    Install(InstallArgs),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct RunArgs {
+    /// Unvalidated: target validation happens after discovery (§4.1).
+    pub target: String,
+    pub max_iterations: Option<u64>,
+    pub env_file: Option<PathBuf>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct InstallArgs {
+    pub source: String,
+    pub workflow: Option<String>,
+    pub yes: bool,
+}
+
+fn lossy(s: OsString) -> String {
+    s.into_string()
+        .unwrap_or_else(|s| s.to_string_lossy().into_owned())
+}
+
+fn option_name(arg: &lexopt::Arg) -> String {
+    match arg {
+        Short(c) => format!("-{c}"),
+        Long(l) => format!("--{l}"),
+        Value(v) => v.to_string_lossy().into_owned(),
+    }
+}
+
+/// Parses the arguments after `loopx`.
+pub fn parse(args: Vec<OsString>) -> Result<Command, Error> {
+    let mut args = args.into_iter();
+    let Some(first) = args.next() else {
+        // Bare `loopx` is top-level help (§4.1).
+        return Ok(Command::TopHelp);
+    };
+    let rest: Vec<OsString> = args.collect();
+    let first = lossy(first);
+    match first.as_str() {
+        // §4.2: top-level -h wins over everything after it.
+        "-h" | "--help" => Ok(Command::TopHelp),
+        "run" => parse_run(rest),
+        "version" => no_arguments(rest, "version").map(|_| Command::Version),
+        "output" => parse_output(rest),
+        "env" => parse_env(rest),
+        "install" => parse_install(rest),
+        "-n" | "-e" => Err(Error::usage(
+            format!("'{first}' is an option of 'loopx run', not of loopx itself: loopx run {first} <value> <workflow>"),
+            RUN_HELP,
+        )),
+        flag if flag.starts_with('-') => Err(Error::usage(
+            format!("unknown option '{flag}' (the only top-level option is -h/--help)"),
+            TOP_HELP,
+        )),
+        other => Err(Error::usage(
+            format!(
+                "unknown command '{other}' (commands: run, version, output, env, install); \
+                 to run a workflow named '{other}': loopx run {other}"
+            ),
+            TOP_HELP,
+        )),
+    }
+}
+
+fn no_arguments(rest: Vec<OsString>, command: &str) -> Result<(), Error> {
+    match rest.first() {
+        None => Ok(()),
+        Some(extra) => Err(Error::usage(
+            format!(
+                "'loopx {command}' takes no arguments, got '{}'",
+                extra.to_string_lossy()
+            ),
+            TOP_HELP,
+        )),
+    }
+}
+
+/// §4.2: within `run`, -h/--help short-circuits everything else, so parsing
+/// first collects all problems and only reports them when no -h was seen.
+fn parse_run(rest: Vec<OsString>) -> Result<Command, Error> {
+    let mut p = lexopt::Parser::from_args(rest);
+    let mut help = false;
+    let mut first_error: Option<String> = None;
+    let mut targets: Vec<String> = Vec::new();
+    let mut n: Option<OsString> = None;
+    let mut e: Option<OsString> = None;
+    loop {
+        let arg = match p.next() {
+            Ok(Some(arg)) => arg,
+            Ok(None) => break,
+            Err(err) => {
+                first_error.get_or_insert(err.to_string());
+                continue;
+            }
+        };
+        let flag = option_name(&arg);
+        match arg {
+            Short('h') | Long("help") => help = true,
+            Short('n') | Short('e') => {
+                let slot = if arg == Short('n') { &mut n } else { &mut e };
+                match p.value() {
+                    Ok(_) if slot.is_some() => {
+                        first_error.get_or_insert(format!("option '{flag}' given more than once"));
+                    }
+                    Ok(v) => *slot = Some(v),
+                    Err(_) => {
+                        first_error.get_or_insert(format!("option '{flag}' needs a value"));
+                    }
+                }
+            }
+            Value(v) => targets.push(lossy(v)),
+            _ => {
+                // Swallow an attached `--flag=value` so parsing can go on.
+                let _ = p.optional_value();
+                first_error.get_or_insert(format!("unknown option '{flag}' for 'loopx run'"));
+            }
+        }
+    }
+    if help {
+        return Ok(Command::RunHelp);
+    }
+    if let Some(msg) = first_error {
+        return Err(Error::usage(msg, RUN_HELP));
+    }
+    let max_iterations = match n {
+        None => None,
+        Some(v) => Some(parse_count(&v)?),
+    };
+    let target = match targets.len() {
+        0 => return Err(Error::usage("missing target: loopx run <workflow>[:<script>]", RUN_HELP)),
+        1 => targets.remove(0),
+        _ => {
+            return Err(Error::usage(
+                format!(
+                    "expected one target, got {}: {}",
+                    targets.len(),
+                    targets.join(" ")
+                ),
+                RUN_HELP,
+            ))
+        }
+    };
+    Ok(Command::Run(RunArgs {
+        target,
+        max_iterations,
+        env_file: e.map(PathBuf::from),
+    }))
+}
+
+/// `-n` takes a non-negative decimal integer (§4.2).
+fn parse_count(v: &OsString) -> Result<u64, Error> {
+    let s = v.to_string_lossy();
+    let bad = |why: &str| {
+        Error::usage(
+            format!("invalid value '{s}' for -n: {why}"),
+            RUN_HELP,
+        )
+    };
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad("expected a non-negative integer"));
+    }
+    s.parse::<u64>().map_err(|_| bad("number too large"))
+}
+
+/// `loopx output [--result <v>] [--goto <target>] [--stop]` (§4.3). The goto
+/// value is not validated here: that happens when the loop resolves it.
+fn parse_output(rest: Vec<OsString>) -> Result<Command, Error> {
+    let mut p = lexopt::Parser::from_args(rest);
+    let mut out = Output::default();
+    let mut seen_result = false;
+    let mut seen_goto = false;
+    let mut seen_stop = false;
+    let usage = |msg: String| Error::usage(msg, TOP_HELP);
+    while let Some(arg) = p.next().map_err(|e| usage(format!("loopx output: {e}")))? {
+        let name = option_name(&arg);
+        let seen = match arg {
+            Long("result") => &mut seen_result,
+            Long("goto") => &mut seen_goto,
+            Long("stop") => &mut seen_stop,
+            Value(v) => {
+                return Err(usage(format!(
+                    "loopx output takes only options, got '{}'",
+                    v.to_string_lossy()
+                )))
+            }
+            _ => {
+                return Err(usage(format!(
+                    "unknown option '{name}' for 'loopx output' (options: --result <value>, --goto <target>, --stop)"
+                )))
+            }
+        };
+        if *seen {
+            return Err(usage(format!("option '{name}' given more than once")));
+        }
+        *seen = true;
+        if name == "--stop" {
+            out.stop = true;
+            continue;
+        }
+        let value = p
+            .value()
+            .map_err(|_| usage(format!("option '{name}' needs a value")))?;
+        let value = lossy(value);
+        if name == "--result" {
+            out.result = Some(value);
+        } else {
+            out.goto = Some(value);
+        }
+    }
+    if !(seen_result || seen_goto || seen_stop) {
+        return Err(usage(
+            "loopx output needs at least one of --result <value>, --goto <target>, --stop".into(),
+        ));
+    }
+    Ok(Command::Output(out))
+}
+
+/// `loopx env set|remove|list`. Plain positionals, so values may start
+/// with '-'.
+fn parse_env(rest: Vec<OsString>) -> Result<Command, Error> {
+    let args: Vec<String> = rest.into_iter().map(lossy).collect();
+    let usage = |msg: &str| Error::usage(msg.to_string(), TOP_HELP);
+    match args.first().map(String::as_str) {
+        Some("set") => match &args[1..] {
+            [name, value] => Ok(Command::EnvSet {
+                name: name.clone(),
+                value: value.clone(),
+            }),
+            _ => Err(usage("usage: loopx env set <name> <value>")),
+        },
+        Some("remove") => match &args[1..] {
+            [name] => Ok(Command::EnvRemove { name: name.clone() }),
+            _ => Err(usage("usage: loopx env remove <name>")),
+        },
+        Some("list") => match &args[1..] {
+            [] => Ok(Command::EnvList),
+            _ => Err(usage("usage: loopx env list (no arguments)")),
+        },
+        Some(other) => Err(usage(&format!(
+            "unknown env command '{other}' (expected set, remove or list)"
+        ))),
+        None => Err(usage("missing env command: loopx env set|remove|list")),
+    }
+}
+
+/// `loopx install [options] <source>` with the same -h short-circuit and
+/// duplicate/unknown-flag rules as `run` (§4.2).
+fn parse_install(rest: Vec<OsString>) -> Result<Command, Error> {
+    let mut p = lexopt::Parser::from_args(rest);
+    let mut help = false;
+    let mut first_error: Option<String> = None;
+    let mut sources: Vec<String> = Vec::new();
+    let mut workflow: Option<String> = None;
+    let mut yes = false;
+    loop {
+        let arg = match p.next() {
+            Ok(Some(arg)) => arg,
+            Ok(None) => break,
+            Err(err) => {
+                first_error.get_or_insert(err.to_string());
+                continue;
+            }
+        };
+        let name = option_name(&arg);
+        match arg {
+            Short('h') | Long("help") => help = true,
+            Short('w') | Long("workflow") => match p.value() {
+                Ok(_) if workflow.is_some() => {
+                    first_error.get_or_insert(format!("option '-w/--workflow' given more than once"));
+                }
+                Ok(v) => workflow = Some(lossy(v)),
+                Err(_) => {
+                    first_error.get_or_insert(format!("option '{name}' needs a value"));
+                }
+            },
+            Short('y') if yes => {
+                first_error.get_or_insert("option '-y' given more than once".to_string());
+            }
+            Short('y') => yes = true,
+            Value(v) => sources.push(lossy(v)),
+            _ => {
+                let _ = p.optional_value();
+                first_error.get_or_insert(format!("unknown option '{name}' for 'loopx install'"));
+            }
+        }
+    }
+    if help {
+        return Ok(Command::InstallHelp);
+    }
+    if let Some(msg) = first_error {
+        return Err(Error::usage(msg, INSTALL_HELP));
+    }
+    match sources.len() {
+        0 => Err(Error::usage("missing source: loopx install [options] <source>", INSTALL_HELP)),
+        1 => Ok(Command::Install(InstallArgs {
+            source: sources.remove(0),
+            workflow,
+            yes,
+        })),
+        n => Err(Error::usage(
+            format!("expected one source, got {n}: {}", sources.join(" ")),
+            INSTALL_HELP,
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_strs(args: &[&str]) -> Result<Command, Error> {
+        parse(args.iter().map(OsString::from).collect())
+    }
+
+    fn usage_message(args: &[&str]) -> String {
+        match parse_strs(args) {
+            Err(Error::Usage { message, .. }) => message,
+            other => panic!("expected a usage error for {args:?}, got {other:?}"),
+        }
+    }
+
+    fn run(target: &str, n: Option<u64>, e: Option<&str>) -> Command {
+        Command::Run(RunArgs {
+            target: target.into(),
+            max_iterations: n,
+            env_file: e.map(PathBuf::from),
+        })
+    }
+
+    #[test]
+    fn top_level() {
+        assert_eq!(parse_strs(&[]).unwrap(), Command::TopHelp);
+        assert_eq!(parse_strs(&["-h", "run", "ralph"]).unwrap(), Command::TopHelp);
+        assert_eq!(parse_strs(&["--help", "--bogus"]).unwrap(), Command::TopHelp);
+        assert!(usage_message(&["foo"]).contains("unknown command 'foo'"));
+        assert!(usage_message(&["foo", "-h"]).contains("unknown command 'foo'"));
+        assert!(usage_message(&["--unknown"]).contains("'--unknown'"));
+        assert!(usage_message(&["-n", "5", "ralph"]).contains("'-n'"));
+        assert!(usage_message(&["-e", ".env", "ralph"]).contains("'-e'"));
+        assert!(usage_message(&["version", "x"]).contains("takes no arguments"));
+    }
+
+    #[test]
+    fn run_options_in_any_order() {
+        assert_eq!(parse_strs(&["run", "ralph"]).unwrap(), run("ralph", None, None));
+        assert_eq!(
+            parse_strs(&["run", "-n", "5", "ralph", "-e", "x.env"]).unwrap(),
+            run("ralph", Some(5), Some("x.env"))
+        );
+        assert_eq!(
+            parse_strs(&["run", "ralph:check", "-n5"]).unwrap(),
+            run("ralph:check", Some(5), None)
+        );
+        // Subcommand names are ordinary workflow names after `run`.
+        assert_eq!(parse_strs(&["run", "version"]).unwrap(), run("version", None, None));
+        // Target strings are validated after discovery, not here.
+        assert_eq!(parse_strs(&["run", ""]).unwrap(), run("", None, None));
+        assert_eq!(parse_strs(&["run", "a:b:c"]).unwrap(), run("a:b:c", None, None));
+    }
+
+    #[test]
+    fn run_help_short_circuits_everything() {
+        for args in [
+            &["run", "-h"][..],
+            &["run", "--help"],
+            &["run", "-h", "ralph"],
+            &["run", "ralph", "-h"],
+            &["run", "-h", "-e", "missing.env"],
+            &["run", "-h", "-n", "bad"],
+            &["run", "-h", "-n", "5", "-n", "10"],
+            &["run", "-h", "foo", "bar"],
+            &["run", "-h", "--unknown"],
+            &["run", "--unknown", "--help"],
+        ] {
+            assert_eq!(parse_strs(args).unwrap(), Command::RunHelp, "{args:?}");
+        }
+        assert_eq!(parse_strs(&["run", "--unknown", "--help"]).unwrap(), Command::RunHelp);
+        assert_eq!(parse_strs(&["run", "-h", "--unknown"]).unwrap(), Command::RunHelp);
+    }
+
+    #[test]
+    fn run_usage_errors() {
+        assert!(usage_message(&["run"]).contains("missing target"));
+        assert!(usage_message(&["run", "-n", "5"]).contains("missing target"));
+        assert!(usage_message(&["run", "ralph", "bar"]).contains("expected one target"));
+        assert!(usage_message(&["run", "--unknown", "ralph"]).contains("'--unknown'"));
+        assert!(usage_message(&["run", "-x", "ralph"]).contains("'-x'"));
+        assert!(usage_message(&["run", "-n", "5", "-n", "10", "ralph"]).contains("more than once"));
+        assert!(usage_message(&["run", "-e", "a", "-e", "b", "ralph"]).contains("more than once"));
+        assert!(usage_message(&["run", "-n", "-1", "ralph"]).contains("non-negative integer"));
+        assert!(usage_message(&["run", "-n", "1.5", "ralph"]).contains("non-negative integer"));
+        assert!(usage_message(&["run", "-n", "abc", "ralph"]).contains("non-negative integer"));
+        assert!(usage_message(&["run", "-n", "", "ralph"]).contains("non-negative integer"));
+        assert!(usage_message(&["run", "-n", "99999999999999999999999", "ralph"]).contains("too large"));
+        assert!(usage_message(&["run", "ralph", "-n"]).contains("needs a value"));
+    }
+
+    #[test]
+    fn output_flags() {
+        let out = |r: Option<&str>, g: Option<&str>, s: bool| {
+            Command::Output(Output {
+                result: r.map(String::from),
+                goto: g.map(String::from),
+                stop: s,
+            })
+        };
+        assert_eq!(parse_strs(&["output", "--result", "x"]).unwrap(), out(Some("x"), None, false));
+        assert_eq!(
+            parse_strs(&["output", "--goto", "a:b:c", "--result", "-5", "--stop"]).unwrap(),
+            out(Some("-5"), Some("a:b:c"), true)
+        );
+        assert_eq!(parse_strs(&["output", "--result="]).unwrap(), out(Some(""), None, false));
+        assert!(usage_message(&["output"]).contains("at least one"));
+        assert!(usage_message(&["output", "--bogus"]).contains("'--bogus'"));
+        assert!(usage_message(&["output", "--result"]).contains("needs a value"));
+        assert!(usage_message(&["output", "--stop", "--stop"]).contains("more than once"));
+        assert!(usage_message(&["output", "x"]).contains("only options"));
+    }
+
+    #[test]
+    fn env_commands() {
+        assert_eq!(
+            parse_strs(&["env", "set", "K", "-v"]).unwrap(),
+            Command::EnvSet { name: "K".into(), value: "-v".into() }
+        );
+        assert_eq!(parse_strs(&["env", "remove", "K"]).unwrap(), Command::EnvRemove { name: "K".into() });
+        assert_eq!(parse_strs(&["env", "list"]).unwrap(), Command::EnvList);
+        assert!(usage_message(&["env"]).contains("missing env command"));
+        assert!(usage_message(&["env", "set", "K"]).contains("env set <name> <value>"));
+        assert!(usage_message(&["env", "frob"]).contains("'frob'"));
+    }
+
+    #[test]
+    fn install_options() {
+        assert_eq!(parse_strs(&["install", "-h", "--bogus", "-w"]).unwrap(), Command::InstallHelp);
+        assert_eq!(
+            parse_strs(&["install", "-y", "org/repo", "--workflow", "a"]).unwrap(),
+            Command::Install(InstallArgs { source: "org/repo".into(), workflow: Some("a".into()), yes: true })
+        );
+        assert!(usage_message(&["install"]).contains("missing source"));
+        assert!(usage_message(&["install", "-w", "a", "-w", "b", "s"]).contains("more than once"));
+        assert!(usage_message(&["install", "-y", "-y", "s"]).contains("more than once"));
+        assert!(usage_message(&["install", "--unknown", "s"]).contains("'--unknown'"));
+    }
+}

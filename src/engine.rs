@@ -1,0 +1,190 @@
+//! The loop (§7.1, §7.2): discovery, env, target resolution, then one
+//! script per iteration with goto transitions, stop and the -n limit.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::cli::RunArgs;
+use crate::discovery::{self, Discovery, Script, Workflow};
+use crate::env;
+use crate::error::Error;
+use crate::output::{self, Output};
+use crate::process::{self, Launch};
+use crate::runtime;
+use crate::signals::Signals;
+use crate::target;
+
+/// A resolved script: the workflow it belongs to and the script itself.
+#[derive(Clone, Copy)]
+pub struct Resolved<'d> {
+    pub workflow: &'d Workflow,
+    pub script: &'d Script,
+}
+
+impl Resolved<'_> {
+    pub fn label(&self) -> String {
+        format!("{}:{}", self.workflow.name, self.script.name)
+    }
+}
+
+/// §7.1 step 3: the starting target of `loopx run`.
+pub fn resolve_start<'d>(d: &'d Discovery, raw: &str) -> Result<Resolved<'d>, Error> {
+    let parsed = target::parse(raw).map_err(|why| Error::InvalidTarget {
+        target: raw.to_string(),
+        why,
+    })?;
+    let (w, s, script_given) = parsed.for_run();
+    let workflow = d.workflows.get(w).ok_or_else(|| Error::UnknownWorkflow {
+        workflow: w.to_string(),
+        available: d.workflow_names(),
+        goto_from: None,
+    })?;
+    let script = workflow.scripts.get(s).ok_or_else(|| {
+        if script_given {
+            Error::UnknownScript {
+                workflow: w.to_string(),
+                script: s.to_string(),
+                available: workflow.script_names(),
+                goto_from: None,
+            }
+        } else {
+            Error::MissingIndex {
+                workflow: w.to_string(),
+                available: workflow.script_names(),
+            }
+        }
+    })?;
+    Ok(Resolved { workflow, script })
+}
+
+/// §7.1 step 11a–d: a goto value, resolved from the script that issued it.
+pub fn resolve_goto<'d>(
+    d: &'d Discovery,
+    raw: &str,
+    from: &Resolved<'d>,
+) -> Result<Resolved<'d>, Error> {
+    let parsed = target::parse(raw).map_err(|why| Error::InvalidGoto {
+        goto: raw.to_string(),
+        from: from.label(),
+        why,
+    })?;
+    let (w, s) = parsed.for_goto(&from.workflow.name);
+    let workflow = d.workflows.get(w).ok_or_else(|| Error::UnknownWorkflow {
+        workflow: w.to_string(),
+        available: d.workflow_names(),
+        goto_from: Some(from.label()),
+    })?;
+    let script = workflow.scripts.get(s).ok_or_else(|| Error::UnknownScript {
+        workflow: w.to_string(),
+        script: s.to_string(),
+        available: workflow.script_names(),
+        goto_from: Some(from.label()),
+    })?;
+    Ok(Resolved { workflow, script })
+}
+
+/// What the next iteration runs and what it reads on stdin (§2.3, §6.6).
+fn next<'d>(
+    d: &'d Discovery,
+    start: Resolved<'d>,
+    current: &Resolved<'d>,
+    out: Output,
+) -> Result<(Resolved<'d>, Option<String>), Error> {
+    match out.goto {
+        // The result travels only along a goto, and goto without a result
+        // gives the target an empty stdin.
+        Some(goto) => Ok((resolve_goto(d, &goto, current)?, out.result)),
+        // No goto: back to the starting target, with empty stdin.
+        None => Ok((start, None)),
+    }
+}
+
+/// `LOOPX_BIN`: the realpath of the running binary (§3.4).
+fn own_binary() -> Result<PathBuf, Error> {
+    let exe = std::env::current_exe()
+        .or_else(|_| {
+            // Without /proc (some minimal containers) fall back to argv[0].
+            let argv0 = std::env::args_os().next().unwrap_or_default();
+            std::fs::canonicalize(argv0)
+        })
+        .map_err(|e| Error::io("cannot determine the path of the loopx binary", e))?;
+    std::fs::canonicalize(&exe).or(Ok(exe))
+}
+
+/// Loads and validates everything `run` needs before the first iteration
+/// (§7.1 steps 1–3), in the spec's order.
+pub fn prepare(project_root: &Path, args: &RunArgs) -> Result<(Discovery, Vec<(OsString, OsString)>), Error> {
+    if !discovery::has_loopx_dir(project_root) {
+        return Err(Error::NoLoopxDir {
+            root: project_root.to_path_buf(),
+        });
+    }
+    let dir = discovery::loopx_dir(project_root);
+    let d = discovery::discover(&dir)
+        .map_err(|e| Error::io(format!("cannot read {}", dir.display()), e))?;
+    if !d.problems.is_empty() {
+        return Err(Error::Validation {
+            problems: d.problems,
+        });
+    }
+    let env_file = args.env_file.as_ref().map(|p| project_root.join(p));
+    let vars = env::load_for_run(env_file.as_deref())?;
+    Ok((d, vars))
+}
+
+/// `loopx run <target>`.
+pub fn run(args: &RunArgs) -> Result<(), Error> {
+    let mut signals =
+        Signals::install().map_err(|e| Error::io("cannot install signal handlers", e))?;
+    process::become_subreaper();
+    let project_root = std::env::current_dir()
+        .map_err(|e| Error::io("cannot determine the current directory", e))?;
+    let (d, vars) = prepare(&project_root, args)?;
+    let start = resolve_start(&d, &args.target)?;
+    if args.max_iterations == Some(0) {
+        // §7.1 step 4: validated, nothing runs, no version check.
+        return Ok(());
+    }
+
+    // §8.3: loopx's own variables override the env files, which override the
+    // inherited environment (Command applies `envs` over the inherited set).
+    let mut env = vars;
+    env.push(("LOOPX_BIN".into(), own_binary()?.into_os_string()));
+    env.push(("LOOPX_PROJECT_ROOT".into(), project_root.clone().into_os_string()));
+    env.push(("LOOPX_WORKFLOW".into(), OsString::new()));
+    let workflow_slot = env.len() - 1;
+
+    let mut current = start;
+    let mut stdin: Option<String> = None;
+    let mut iterations: u64 = 0;
+    loop {
+        signals.drain();
+        if let Some(signal) = signals.interrupted() {
+            // §7.3: between iterations, exit at once.
+            return Err(Error::Interrupted { signal });
+        }
+        let label = current.label();
+        let program = runtime::program_for(current.script, &label)?;
+        env[workflow_slot].1 = OsString::from(&current.workflow.name);
+        let stdout = process::run(
+            &Launch {
+                label: &label,
+                script: &current.script.path,
+                program: &program.program,
+                args: &program.args,
+                cwd: &current.workflow.dir,
+                env: &env,
+                stdin: stdin.as_deref().map(str::as_bytes),
+            },
+            &mut signals,
+        )?;
+        iterations += 1;
+        let out = output::parse(stdout);
+        // §2.3: stop beats goto; §7.1 step 10: the -n limit ends the loop
+        // after the final output.
+        if out.stop || args.max_iterations.is_some_and(|max| iterations >= max) {
+            return Ok(());
+        }
+        (current, stdin) = next(&d, start, &current, out)?;
+    }
+}

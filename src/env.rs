@@ -1,0 +1,155 @@
+//! Global and local env files (§8) and the `loopx env` subcommands (§4.3).
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use crate::envfile;
+use crate::error::Error;
+
+/// `$XDG_CONFIG_HOME/loopx/env`, defaulting to `~/.config/loopx/env` (§8.1).
+/// An empty XDG_CONFIG_HOME counts as unset, as the XDG spec says.
+pub fn global_env_path() -> Result<PathBuf, Error> {
+    if let Some(dir) = std::env::var_os("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(dir).join("loopx").join("env"));
+    }
+    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home).join(".config").join("loopx").join("env")),
+        None => Err(Error::io(
+            "cannot locate the global env file",
+            io::Error::new(io::ErrorKind::NotFound, "neither XDG_CONFIG_HOME nor HOME is set"),
+        )),
+    }
+}
+
+/// Reads an env file's text. `Ok(None)` when it does not exist.
+fn read_text(path: &Path) -> Result<Option<String>, Error> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(Error::EnvFileUnreadable {
+            path: path.to_path_buf(),
+            err,
+        }),
+    }
+}
+
+/// Parses an env file, warning on stderr about each ignored line (§8.1).
+fn parse_warning(path: &Path, text: &str) -> Vec<(String, String)> {
+    let parsed = envfile::parse(text);
+    for bad in &parsed.bad_lines {
+        crate::warn(&format!(
+            "{}:{}: ignoring line without a valid KEY=VALUE: {}",
+            path.display(),
+            bad.line,
+            bad.text
+        ));
+    }
+    parsed.vars
+}
+
+/// The variables a run injects from env files: global first, then the local
+/// `-e` file on top (§8.2, §8.3), duplicates resolved last-wins. Loaded once
+/// per run (§8.1).
+pub fn load_for_run(local: Option<&Path>) -> Result<Vec<(OsString, OsString)>, Error> {
+    let mut vars: BTreeMap<String, String> = BTreeMap::new();
+    let global = global_env_path()?;
+    if let Some(text) = read_text(&global)? {
+        vars.extend(parse_warning(&global, &text));
+    }
+    if let Some(path) = local {
+        let text = read_text(path)?.ok_or_else(|| Error::EnvFileMissing {
+            path: path.to_path_buf(),
+        })?;
+        vars.extend(parse_warning(path, &text));
+    }
+    Ok(vars
+        .into_iter()
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect())
+}
+
+/// Replaces the global env file with `text` atomically (temp file + rename in
+/// the same directory), so a crash never leaves it half-written.
+fn write_global(path: &Path, text: &str) -> Result<(), Error> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)
+        .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+    let tmp = dir.join(format!(".env.tmp.{}", std::process::id()));
+    let result = (|| {
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    result.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        Error::io(format!("cannot write {}", path.display()), e)
+    })
+}
+
+/// The file's lines minus every assignment to `name`, other lines untouched.
+fn without_key(text: &str, name: &str) -> (String, bool) {
+    let mut out = String::with_capacity(text.len());
+    let mut removed = false;
+    for line in text.lines() {
+        if envfile::line_key(line) == Some(name) {
+            removed = true;
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    (out, removed)
+}
+
+/// `loopx env set <name> <value>` (§4.3).
+pub fn set(name: &str, value: &str) -> Result<(), Error> {
+    if !envfile::is_valid_key(name) {
+        return Err(Error::InvalidEnvName {
+            name: name.to_string(),
+        });
+    }
+    if value.contains(['\n', '\r']) {
+        return Err(Error::InvalidEnvValue {
+            name: name.to_string(),
+        });
+    }
+    let path = global_env_path()?;
+    let existing = read_text(&path)?.unwrap_or_default();
+    let (mut text, _) = without_key(&existing, name);
+    text.push_str(&envfile::assignment(name, value));
+    write_global(&path, &text)
+}
+
+/// `loopx env remove <name>`: a missing variable is a silent no-op (§4.3).
+pub fn remove(name: &str) -> Result<(), Error> {
+    let path = global_env_path()?;
+    let Some(existing) = read_text(&path)? else {
+        return Ok(());
+    };
+    let (text, removed) = without_key(&existing, name);
+    if removed {
+        write_global(&path, &text)?;
+    }
+    Ok(())
+}
+
+/// `loopx env list`: `KEY=VALUE` lines sorted by key, last occurrence wins.
+pub fn list() -> Result<(), Error> {
+    let path = global_env_path()?;
+    let Some(text) = read_text(&path)? else {
+        return Ok(());
+    };
+    let vars: BTreeMap<String, String> = parse_warning(&path, &text).into_iter().collect();
+    let mut out = String::new();
+    for (k, v) in vars {
+        out.push_str(&k);
+        out.push('=');
+        out.push_str(&v);
+        out.push('\n');
+    }
+    crate::print_stdout(&out)
+}

@@ -1,0 +1,172 @@
+//! The `.env` grammar shared by the global env file and `-e` files (§8.1).
+
+/// Keys are `[A-Za-z_][A-Za-z0-9_]*` (§8.1, §4.3 `env set`).
+pub fn is_valid_key(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    match bytes.next() {
+        Some(b) if b.is_ascii_alphabetic() || b == b'_' => {}
+        _ => return false,
+    }
+    bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// A non-blank, non-comment line that holds no valid `KEY=VALUE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadLine {
+    /// 1-based line number.
+    pub line: usize,
+    pub text: String,
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Parsed {
+    /// Assignments in file order; duplicates are kept, so callers that fold
+    /// them into a map get "last occurrence wins" (§8.1).
+    pub vars: Vec<(String, String)>,
+    pub bad_lines: Vec<BadLine>,
+}
+
+/// The key/value of one line, or `None` for blank and comment lines.
+enum Line<'a> {
+    Skip,
+    Var(&'a str, &'a str),
+    Bad,
+}
+
+fn parse_line(line: &str) -> Line<'_> {
+    let trimmed = line.trim_start();
+    // A comment is a line starting with '#'; indentation before it is still a
+    // comment rather than a malformed assignment.
+    if trimmed.is_empty() || trimmed.starts_with('#') {
+        return Line::Skip;
+    }
+    // No whitespace around '=': the key is everything before the first '=',
+    // so `KEY =v` has the key "KEY " and is rejected (§8.1).
+    let Some((key, value)) = line.split_once('=') else {
+        return Line::Bad;
+    };
+    if !is_valid_key(key) {
+        return Line::Bad;
+    }
+    Line::Var(key, unquote(value.trim_end()))
+}
+
+/// Strips one pair of matching outer quotes; nothing inside is interpreted.
+fn unquote(v: &str) -> &str {
+    let b = v.as_bytes();
+    if b.len() >= 2 && (b[0] == b'"' || b[0] == b'\'') && b[b.len() - 1] == b[0] {
+        &v[1..v.len() - 1]
+    } else {
+        v
+    }
+}
+
+pub fn parse(text: &str) -> Parsed {
+    let mut out = Parsed::default();
+    for (i, line) in text.lines().enumerate() {
+        match parse_line(line) {
+            Line::Skip => {}
+            Line::Var(k, v) => out.vars.push((k.to_string(), v.to_string())),
+            Line::Bad => out.bad_lines.push(BadLine {
+                line: i + 1,
+                text: line.to_string(),
+            }),
+        }
+    }
+    out
+}
+
+/// The key a line assigns, if any; `env set`/`env remove` use it to find the
+/// lines they replace while leaving every other line as the user wrote it.
+pub fn line_key(line: &str) -> Option<&str> {
+    match parse_line(line) {
+        Line::Var(k, _) => Some(k),
+        _ => None,
+    }
+}
+
+/// `KEY="value"` with the value written literally (§4.3 `env set`): the
+/// parser strips exactly one pair of outer quotes, so any value without a
+/// line break round-trips, including quotes, `#`, `=` and trailing spaces.
+pub fn assignment(key: &str, value: &str) -> String {
+    format!("{key}=\"{value}\"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(text: &str) -> Vec<(String, String)> {
+        parse(text).vars
+    }
+
+    fn kv(k: &str, v: &str) -> (String, String) {
+        (k.to_string(), v.to_string())
+    }
+
+    #[test]
+    fn plain_assignments_and_trailing_whitespace() {
+        assert_eq!(vars("A=1\nB=two words  \n"), [kv("A", "1"), kv("B", "two words")]);
+        assert_eq!(vars("A=\n"), [kv("A", "")]);
+        assert_eq!(vars("A=x\r\n"), [kv("A", "x")]);
+        assert_eq!(vars("A=b=c"), [kv("A", "b=c")]);
+    }
+
+    #[test]
+    fn comments_and_blank_lines_are_skipped() {
+        let p = parse("# c\n\n   \n  # indented\nA=1 # not a comment\n");
+        assert_eq!(p.vars, [kv("A", "1 # not a comment")]);
+        assert!(p.bad_lines.is_empty());
+    }
+
+    #[test]
+    fn quotes_are_stripped_only_when_matched() {
+        assert_eq!(vars("A=\"hi there\""), [kv("A", "hi there")]);
+        assert_eq!(vars("A='x'"), [kv("A", "x")]);
+        assert_eq!(vars("A=\"hello"), [kv("A", "\"hello")]);
+        assert_eq!(vars("A='world"), [kv("A", "'world")]);
+        assert_eq!(vars("A=\"x'"), [kv("A", "\"x'")]);
+        assert_eq!(vars("A=\""), [kv("A", "\"")]);
+        assert_eq!(vars("A=\"\""), [kv("A", "")]);
+        assert_eq!(vars("A=\"a\"b\""), [kv("A", "a\"b")]);
+        assert_eq!(vars("A=\"  padded  \"  "), [kv("A", "  padded  ")]);
+    }
+
+    #[test]
+    fn no_escape_sequences() {
+        assert_eq!(vars(r#"A="\n\t""#), [kv("A", r"\n\t")]);
+    }
+
+    #[test]
+    fn duplicates_are_kept_in_order_for_last_wins() {
+        assert_eq!(vars("A=1\nA=2"), [kv("A", "1"), kv("A", "2")]);
+    }
+
+    #[test]
+    fn invalid_lines_are_reported_with_line_numbers() {
+        let p = parse("GOOD=1\nnoequals\n1BAD=x\nKEY WITH SPACES=v\nKEY =v\n =v\n-X=1\nOK_2=y");
+        assert_eq!(p.vars, [kv("GOOD", "1"), kv("OK_2", "y")]);
+        let lines: Vec<usize> = p.bad_lines.iter().map(|b| b.line).collect();
+        assert_eq!(lines, [2, 3, 4, 5, 6, 7]);
+        assert_eq!(p.bad_lines[0].text, "noequals");
+    }
+
+    #[test]
+    fn keys() {
+        for ok in ["A", "_", "a_1", "PATH", "_X9"] {
+            assert!(is_valid_key(ok), "{ok}");
+        }
+        for bad in ["", "1A", "A-B", "A B", "É", "A.B"] {
+            assert!(!is_valid_key(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn assignment_round_trips_awkward_values() {
+        for v in ["", "a b", "#x", "a=b", "\"q\"", "'s'", "trail  ", "  lead", "\\n", "\""] {
+            let line = assignment("K", v);
+            assert_eq!(vars(&line), [kv("K", v)], "{line:?}");
+            assert_eq!(line_key(&line), Some("K"));
+        }
+    }
+}

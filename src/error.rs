@@ -1,0 +1,255 @@
+//! The one error type of loopx. Each variant carries what the user needs to
+//! see; `Display` renders the message and `exit_code` is the only place that
+//! maps errors onto exit codes (§12).
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+use crate::target::Invalid;
+
+#[derive(Debug)]
+pub enum Error {
+    /// Bad command line (§4.2, §12). `help` names the help to consult.
+    Usage {
+        message: String,
+        help: &'static str,
+    },
+    /// `loopx run <target>` without `.loopx/` (§7.2).
+    NoLoopxDir { root: PathBuf },
+    /// Name-restriction violations and collisions anywhere in `.loopx/`
+    /// (§5.2–5.4): fatal for `run <target>`.
+    Validation { problems: Vec<String> },
+    /// A CLI target string that fails §4.1 validation.
+    InvalidTarget { target: String, why: Invalid },
+    /// A goto value that fails §4.1 validation, at transition time (§7.1 11a).
+    InvalidGoto {
+        goto: String,
+        from: String,
+        why: Invalid,
+    },
+    /// A workflow that is not in the discovery results. `goto_from` is set
+    /// when a goto named it.
+    UnknownWorkflow {
+        workflow: String,
+        available: Vec<String>,
+        goto_from: Option<String>,
+    },
+    UnknownScript {
+        workflow: String,
+        script: String,
+        available: Vec<String>,
+        goto_from: Option<String>,
+    },
+    /// `run <workflow>` where the workflow has no `index` script (§2.1).
+    MissingIndex {
+        workflow: String,
+        available: Vec<String>,
+    },
+    /// `-e <path>` that does not exist (§8.2).
+    EnvFileMissing { path: PathBuf },
+    /// An env file that exists but cannot be read (§8.1).
+    EnvFileUnreadable { path: PathBuf, err: io::Error },
+    /// `loopx env set` with a name or value the env file cannot hold (§4.3).
+    InvalidEnvName { name: String },
+    InvalidEnvValue { name: String },
+    /// A script ended with a non-zero exit code (§7.2).
+    ScriptFailed { script: String, code: i32 },
+    /// A script was killed by a signal: a non-zero exit for §7.2.
+    ScriptKilled { script: String, signal: i32 },
+    /// The script could not be started, e.g. its file vanished mid-loop (§5.1).
+    Spawn {
+        script: String,
+        program: String,
+        err: io::Error,
+    },
+    /// A JS/TS script reached in a build that cannot run one yet.
+    JsNotSupported { script: String },
+    /// `loopx install`, until it is implemented.
+    InstallUnavailable,
+    /// stdout was closed under us (e.g. `loopx env list | head -0`).
+    StdoutClosed,
+    /// loopx was interrupted by a signal: exit 128 + N (§7.3).
+    Interrupted { signal: i32 },
+    /// Any other operating-system failure, with what loopx was doing.
+    Io { context: String, err: io::Error },
+}
+
+impl Error {
+    pub fn usage(message: impl Into<String>, help: &'static str) -> Error {
+        Error::Usage {
+            message: message.into(),
+            help,
+        }
+    }
+
+    pub fn io(context: impl Into<String>, err: io::Error) -> Error {
+        Error::Io {
+            context: context.into(),
+            err,
+        }
+    }
+
+    /// §12: 128+N for signals, 1 for everything else.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Interrupted { signal } => 128 + signal,
+            Error::StdoutClosed => 128 + libc::SIGPIPE,
+            _ => 1,
+        }
+    }
+
+    /// Whether to print anything: an interrupted loop exits quietly with its
+    /// signal code, as shells do.
+    pub fn is_silent(&self) -> bool {
+        matches!(self, Error::Interrupted { .. } | Error::StdoutClosed)
+    }
+}
+
+fn list(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
+fn via(goto_from: &Option<String>) -> String {
+    match goto_from {
+        Some(from) => format!(" (goto from {from})"),
+        None => String::new(),
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Usage { message, help } => {
+                write!(f, "{message}\nhint: see '{help}'")
+            }
+            Error::NoLoopxDir { root } => write!(
+                f,
+                "no .loopx/ directory in {}\n\
+                 hint: create a workflow with `mkdir -p .loopx/<workflow>` and put an \
+                 index.sh (or index.ts) script in it",
+                root.display()
+            ),
+            Error::Validation { problems } => {
+                f.write_str("invalid .loopx/ contents, refusing to start:")?;
+                for p in problems {
+                    write!(f, "\n  - {p}")?;
+                }
+                f.write_str("\nhint: fix or rename the entries above; `loopx run -h` lists what was found")
+            }
+            Error::InvalidTarget { target, why } => {
+                write!(f, "invalid target '{target}': {why}")?;
+                if matches!(why, Invalid::TrailingColon) {
+                    f.write_str("\nhint: to run a workflow's index, write just the workflow name")?;
+                }
+                Ok(())
+            }
+            Error::InvalidGoto { goto, from, why } => {
+                write!(f, "invalid goto target '{goto}' from {from}: {why}")?;
+                if matches!(why, Invalid::TrailingColon) {
+                    f.write_str("\nhint: to go to another workflow's index, write 'workflow:index'")?;
+                }
+                Ok(())
+            }
+            Error::UnknownWorkflow {
+                workflow,
+                available,
+                goto_from,
+            } => write!(
+                f,
+                "workflow '{workflow}' not found in .loopx/{} (workflows: {})",
+                via(goto_from),
+                list(available)
+            ),
+            Error::UnknownScript {
+                workflow,
+                script,
+                available,
+                goto_from,
+            } => write!(
+                f,
+                "workflow '{workflow}' has no script '{script}'{} (scripts: {})",
+                via(goto_from),
+                list(available)
+            ),
+            Error::MissingIndex {
+                workflow,
+                available,
+            } => write!(
+                f,
+                "workflow '{workflow}' has no index script, so it needs an explicit script \
+                 (scripts: {})\nhint: run e.g. `loopx run {workflow}:{}`",
+                list(available),
+                available.first().map(String::as_str).unwrap_or("<script>")
+            ),
+            Error::EnvFileMissing { path } => {
+                write!(f, "env file not found: {}", path.display())
+            }
+            Error::EnvFileUnreadable { path, err } => {
+                write!(f, "cannot read env file {}: {err}", path.display())
+            }
+            Error::InvalidEnvName { name } => write!(
+                f,
+                "invalid variable name '{name}': names match [A-Za-z_][A-Za-z0-9_]*"
+            ),
+            Error::InvalidEnvValue { name } => write!(
+                f,
+                "the value for '{name}' contains a line break; env files hold single-line values only"
+            ),
+            Error::ScriptFailed { script, code } => {
+                write!(f, "script {script} exited with code {code}; stopping the loop")
+            }
+            Error::ScriptKilled { script, signal } => write!(
+                f,
+                "script {script} was killed by signal {} ({signal}); stopping the loop",
+                signal_name(*signal)
+            ),
+            Error::Spawn {
+                script,
+                program,
+                err,
+            } => write!(f, "cannot start script {script} ({program}): {err}"),
+            Error::JsNotSupported { script } => write!(
+                f,
+                "cannot run {script}: JavaScript/TypeScript scripts are not supported by this \
+                 build of loopx yet; use a bash (.sh) script"
+            ),
+            Error::InstallUnavailable => f.write_str(
+                "`loopx install` is not available in this build yet\n\
+                 hint: copy or clone the workflow into .loopx/<name>/ by hand",
+            ),
+            Error::StdoutClosed => f.write_str("stdout is closed"),
+            Error::Interrupted { signal } => {
+                write!(f, "interrupted by {}", signal_name(*signal))
+            }
+            Error::Io { context, err } => write!(f, "{context}: {err}"),
+        }
+    }
+}
+
+pub fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        _ => "a signal",
+    }
+}

@@ -1,0 +1,111 @@
+//! The three help forms (§11). Only run help looks at `.loopx/`.
+
+use std::path::Path;
+
+use crate::discovery;
+
+pub const TOP: &str = "\
+loopx - loop scripts that drive agent CLIs
+
+Usage:
+  loopx <command> [options]
+  loopx -h | --help
+
+Commands:
+  run [options] <workflow>[:<script>]   Run a workflow script in a loop
+  version                               Print the loopx version
+  output [--result <v>] [--goto <target>] [--stop]
+                                        Print structured output (for bash scripts)
+  env set <name> <value>                Set a global environment variable
+  env remove <name>                     Remove a global environment variable
+  env list                              List global environment variables
+  install [options] <source>            Install workflows into .loopx/
+
+Workflows live in .loopx/<workflow>/ as .sh, .js, .jsx, .ts or .tsx scripts;
+`loopx run <workflow>` starts its index script.
+
+Run `loopx run --help` to list the workflows of this project,
+and `loopx install --help` for install sources and options.
+";
+
+const RUN_USAGE: &str = "\
+Usage: loopx run [options] <workflow>[:<script>]
+
+Runs <workflow>:<script> (default script: index) and loops: a script's stdout
+is its structured output {\"result\", \"goto\", \"stop\"}; goto moves to another
+script, stop ends the loop, otherwise the loop restarts at the target.
+
+Options:
+  -n <count>    Stop after <count> iterations (every script run counts;
+                0 checks the target and env files, then exits)
+  -e <path>     Also load variables from this env file (overrides global ones)
+  -h, --help    Show this help
+";
+
+pub const INSTALL: &str = "\
+Usage: loopx install [options] <source>
+
+Installs the workflows of <source> into .loopx/ (created when missing).
+
+Sources:
+  <org>/<repo>                   GitHub shorthand, cloned from
+                                 https://github.com/<org>/<repo>.git
+  https://github.com/<o>/<r>     git repositories on github.com, gitlab.com,
+                                 bitbucket.org (also with .git)
+  <any URL ending in .git>       any other git repository
+  <URL of a .tar.gz or .tgz>     a tarball (query and fragment ignored)
+
+A source with script files at its root is one workflow, named after the
+repository or archive; otherwise each top-level directory with scripts is a
+workflow of its own.
+
+Options:
+  -w, --workflow <name>   Install only this workflow of a multi-workflow source
+  -y                      Replace existing workflows of the same name and
+                          ignore loopx version requirements
+  -h, --help              Show this help
+";
+
+/// Run help (§11.2): usage, then the workflows found, with non-fatal
+/// validation warnings on stderr.
+pub fn run_help(project_root: &Path) -> String {
+    let mut out = String::from(RUN_USAGE);
+    let dir = discovery::loopx_dir(project_root);
+    if !discovery::has_loopx_dir(project_root) {
+        crate::warn(&format!(
+            "no .loopx/ directory in {}; create one with `mkdir -p .loopx/<workflow>`",
+            project_root.display()
+        ));
+        return out;
+    }
+    let found = match discovery::discover(&dir) {
+        Ok(found) => found,
+        Err(err) => {
+            crate::warn(&format!("cannot read {}: {err}", dir.display()));
+            return out;
+        }
+    };
+    for problem in &found.problems {
+        crate::warn(problem);
+    }
+    out.push_str("\nWorkflows in .loopx/:\n");
+    if found.workflows.is_empty() {
+        out.push_str("  (none yet: add .loopx/<workflow>/index.sh)\n");
+    }
+    let width = found.workflows.keys().map(|n| n.len()).max().unwrap_or(0);
+    for (name, wf) in &found.workflows {
+        let scripts: Vec<String> = wf
+            .scripts
+            .keys()
+            .map(|s| {
+                if s == "index" {
+                    "index (default)".to_string()
+                } else {
+                    s.clone()
+                }
+            })
+            .collect();
+        out.push_str(&format!("  {name:<width$}  {}\n", scripts.join(", ")));
+    }
+    out
+}

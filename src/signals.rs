@@ -1,0 +1,158 @@
+//! Signal reception for `loopx run` (§7.3). The handler does only
+//! async-signal-safe work: it writes one byte per signal into a non-blocking
+//! self-pipe. Everything else happens in normal code that polls the pipe's
+//! read end alongside the script's pipes (process.rs) or between iterations.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+static WRITE_FD: AtomicI32 = AtomicI32::new(-1);
+
+/// Set on a byte when the sender was our parent process. The npm shim forwards
+/// every SIGINT it gets, and a Ctrl-C at the terminal reaches both it and us:
+/// the forwarded copy must not count as a second Ctrl-C.
+const FROM_PARENT: u8 = 0x80;
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+unsafe fn errno_location() -> *mut libc::c_int {
+    libc::__errno_location()
+}
+
+#[cfg(any(target_os = "macos", target_os = "ios", target_os = "freebsd"))]
+unsafe fn errno_location() -> *mut libc::c_int {
+    libc::__error()
+}
+
+extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    // SAFETY: only async-signal-safe calls (getppid, write) and errno is
+    // restored so the interrupted code never sees it change.
+    unsafe {
+        let errno = errno_location();
+        let saved = *errno;
+        let mut byte = sig as u8;
+        if sig != libc::SIGCHLD && !info.is_null() && (*info).si_pid() == libc::getppid() {
+            byte |= FROM_PARENT;
+        }
+        let fd = WRITE_FD.load(Ordering::Relaxed);
+        if fd >= 0 {
+            // A full pipe means wake-ups are already pending; losing the byte
+            // is harmless for SIGCHLD, and interrupts are rare enough that the
+            // 64 KiB pipe never fills with them.
+            libc::write(fd, (&byte as *const u8).cast(), 1);
+        }
+        *errno = saved;
+    }
+}
+
+/// What the pipe reported since the last drain.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Events {
+    /// A child changed state: reap it.
+    pub child: bool,
+    /// The first SIGINT/SIGTERM of this run, when it arrived in this drain.
+    pub first_interrupt: Option<i32>,
+    /// A further, genuine interrupt after the first one (escalation).
+    pub repeated_interrupt: bool,
+}
+
+/// Owner of the self-pipe. One per process, created by `install`.
+pub struct Signals {
+    read: OwnedFd,
+    _write: OwnedFd,
+    /// The first interrupt received: its number decides the exit code.
+    first: Option<i32>,
+}
+
+fn set_flags(fd: RawFd) -> io::Result<()> {
+    // SAFETY: plain fcntl calls on a descriptor we own.
+    unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        if fl < 0 || libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let fdfl = libc::fcntl(fd, libc::F_GETFD);
+        if fdfl < 0 || libc::fcntl(fd, libc::F_SETFD, fdfl | libc::FD_CLOEXEC) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+impl Signals {
+    /// Installs handlers for SIGINT, SIGTERM and SIGCHLD. Call once, before
+    /// the first script starts.
+    pub fn install() -> io::Result<Signals> {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: pipe writes two fresh descriptors into `fds`.
+        if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: both descriptors were just created and are owned here.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        set_flags(read.as_raw_fd())?;
+        set_flags(write.as_raw_fd())?;
+        WRITE_FD.store(write.as_raw_fd(), Ordering::Relaxed);
+        for (sig, extra) in [
+            (libc::SIGINT, 0),
+            (libc::SIGTERM, 0),
+            (libc::SIGCHLD, libc::SA_NOCLDSTOP),
+        ] {
+            // SAFETY: a zeroed sigaction with our handler and an empty mask.
+            unsafe {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = on_signal as *const () as usize;
+                sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | extra;
+                libc::sigemptyset(&mut sa.sa_mask);
+                if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+        }
+        Ok(Signals {
+            read,
+            _write: write,
+            first: None,
+        })
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.read.as_raw_fd()
+    }
+
+    /// The interrupt that ends this run, if one arrived.
+    pub fn interrupted(&self) -> Option<i32> {
+        self.first
+    }
+
+    /// Reads everything queued in the pipe without blocking.
+    pub fn drain(&mut self) -> Events {
+        let mut ev = Events::default();
+        let mut buf = [0u8; 64];
+        loop {
+            // SAFETY: reading into a stack buffer of the given length.
+            let n = unsafe { libc::read(self.fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                // EAGAIN (empty), or EINTR: anything left wakes poll again.
+                break;
+            }
+            for &b in &buf[..n as usize] {
+                let sig = i32::from(b & !FROM_PARENT);
+                if sig == libc::SIGCHLD {
+                    ev.child = true;
+                    continue;
+                }
+                match self.first {
+                    None => {
+                        self.first = Some(sig);
+                        ev.first_interrupt = Some(sig);
+                    }
+                    // The shim's forwarded copy of a signal we already have.
+                    Some(first) if b & FROM_PARENT != 0 && first == sig => {}
+                    Some(_) => ev.repeated_interrupt = true,
+                }
+            }
+        }
+        ev
+    }
+}
