@@ -8,6 +8,7 @@ mod env;
 mod envfile;
 mod error;
 mod help;
+mod json;
 mod names;
 mod output;
 mod process;

@@ -1,0 +1,1008 @@
+//! A JSON reader and writer with JavaScript semantics.
+//!
+//! loopx must interpret a script's stdout exactly as the original TypeScript
+//! implementation did with `JSON.parse` and `String(value)` (§2.3), and print
+//! what `JSON.stringify` would (§4.3 `loopx output`, §6.4). So this module
+//! accepts exactly the grammar `JSON.parse` accepts, converts numbers the way
+//! JS does, and renders values the way `String()` does.
+//!
+//! Every walk over a value is iterative (explicit stacks, including `Drop`),
+//! because V8 accepts arbitrarily deep nesting and a script's stdout is
+//! untrusted input: a recursive walk would overflow the stack.
+
+/// A parsed JSON value. Object members keep their source order and any
+/// duplicate keys; [`Value::get`] resolves duplicates the way `JSON.parse`
+/// does (the last one wins).
+///
+/// The derived `Debug` and `PartialEq` recurse: they are meant for tests and
+/// shallow values, not for arbitrarily deep input. Dropping is iterative.
+#[derive(Debug, PartialEq)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    Number(f64),
+    String(String),
+    Array(Vec<Value>),
+    Object(Vec<(String, Value)>),
+}
+
+impl Value {
+    /// The member `key` of an object; for duplicate keys the last occurrence,
+    /// as `JSON.parse` keeps the last. `None` for a missing key or a non-object.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        match self {
+            Value::Object(members) => members.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    /// Mutable counterpart of [`Value::get`] (same last-wins rule), so a caller
+    /// can take a large string out without copying it.
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut Value> {
+        match self {
+            Value::Object(members) => members
+                .iter_mut()
+                .rev()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v),
+            _ => None,
+        }
+    }
+}
+
+impl Drop for Value {
+    // The default drop glue recurses once per nesting level; a million nested
+    // `[` from a script would overflow the stack. Detach children onto a heap
+    // stack instead, so each value is dropped with no children left.
+    fn drop(&mut self) {
+        let mut pending: Vec<Value> = match self {
+            Value::Array(items) if !items.is_empty() => std::mem::take(items),
+            Value::Object(members) if !members.is_empty() => std::mem::take(members)
+                .into_iter()
+                .map(|(_, v)| v)
+                .collect(),
+            _ => return,
+        };
+        while let Some(mut value) = pending.pop() {
+            match &mut value {
+                Value::Array(items) => pending.append(items),
+                Value::Object(members) => {
+                    pending.extend(std::mem::take(members).into_iter().map(|(_, v)| v))
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// An open container while parsing: the parser keeps these on a heap stack
+/// instead of recursing.
+enum Frame {
+    Array(Vec<Value>),
+    /// Members so far, and the key whose value is being parsed.
+    Object(Vec<(String, Value)>, String),
+}
+
+/// Parses `text` exactly as `JSON.parse` would: `Some` for every input it
+/// accepts, `None` for every input it throws on.
+///
+/// Strings are UTF-8 here, JS strings UTF-16: a lone surrogate from a `\uD800`
+/// style escape becomes U+FFFD, which is what Node writes when such a string
+/// is encoded as UTF-8 (e.g. piped to the next script, §2.3); a valid escaped
+/// pair becomes the real character.
+pub fn parse(text: &str) -> Option<Value> {
+    let mut p = Parser {
+        text,
+        bytes: text.as_bytes(),
+        pos: 0,
+    };
+    let mut stack: Vec<Frame> = Vec::new();
+    'value: loop {
+        p.skip_ws();
+        let mut done = match p.peek()? {
+            b'{' => {
+                p.pos += 1;
+                p.skip_ws();
+                if p.eat(b'}') {
+                    Value::Object(Vec::new())
+                } else {
+                    let key = p.key()?;
+                    stack.push(Frame::Object(Vec::new(), key));
+                    continue 'value;
+                }
+            }
+            b'[' => {
+                p.pos += 1;
+                p.skip_ws();
+                if p.eat(b']') {
+                    Value::Array(Vec::new())
+                } else {
+                    stack.push(Frame::Array(Vec::new()));
+                    continue 'value;
+                }
+            }
+            b'"' => Value::String(p.string()?),
+            b't' => p.literal(b"true", Value::Bool(true))?,
+            b'f' => p.literal(b"false", Value::Bool(false))?,
+            b'n' => p.literal(b"null", Value::Null)?,
+            b'-' | b'0'..=b'9' => Value::Number(p.number()?),
+            _ => return None,
+        };
+        // `done` is a complete value: attach it to the open container, closing
+        // as many containers as the input closes here.
+        loop {
+            p.skip_ws();
+            match stack.last_mut() {
+                None => {
+                    // Trailing garbage after the top-level value is an error.
+                    return if p.pos == p.bytes.len() {
+                        Some(done)
+                    } else {
+                        None
+                    };
+                }
+                Some(Frame::Array(items)) => {
+                    items.push(done);
+                    match p.next()? {
+                        b',' => continue 'value,
+                        b']' => match stack.pop() {
+                            Some(Frame::Array(items)) => done = Value::Array(items),
+                            _ => return None,
+                        },
+                        _ => return None,
+                    }
+                }
+                Some(Frame::Object(members, key)) => {
+                    members.push((std::mem::take(key), done));
+                    match p.next()? {
+                        b',' => {
+                            p.skip_ws();
+                            *key = p.key()?;
+                            continue 'value;
+                        }
+                        b'}' => match stack.pop() {
+                            Some(Frame::Object(members, _)) => done = Value::Object(members),
+                            _ => return None,
+                        },
+                        _ => return None,
+                    }
+                }
+            }
+        }
+    }
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn next(&mut self) -> Option<u8> {
+        let b = self.peek()?;
+        self.pos += 1;
+        Some(b)
+    }
+
+    fn eat(&mut self, b: u8) -> bool {
+        if self.peek() == Some(b) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// JSON whitespace is exactly these four; JS's wider notion (NBSP, U+2028,
+    /// BOM, vertical tab) is rejected by `JSON.parse`.
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    fn literal(&mut self, word: &[u8], value: Value) -> Option<Value> {
+        if self.bytes.get(self.pos..self.pos + word.len()) == Some(word) {
+            self.pos += word.len();
+            Some(value)
+        } else {
+            None
+        }
+    }
+
+    /// An object key and its colon; the caller has skipped whitespace.
+    fn key(&mut self) -> Option<String> {
+        if self.peek() != Some(b'"') {
+            return None;
+        }
+        let key = self.string()?;
+        self.skip_ws();
+        if self.eat(b':') {
+            Some(key)
+        } else {
+            None
+        }
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.pos;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+        }
+        self.pos - start
+    }
+
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`, converted with
+    /// correct rounding like JS (out-of-range magnitudes give ±Infinity or ±0).
+    fn number(&mut self) -> Option<f64> {
+        let start = self.pos;
+        self.eat(b'-');
+        match self.peek()? {
+            b'0' => self.pos += 1,
+            b'1'..=b'9' => {
+                self.digits();
+            }
+            _ => return None,
+        }
+        if self.eat(b'.') && self.digits() == 0 {
+            return None;
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.pos += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.pos += 1;
+            }
+            if self.digits() == 0 {
+                return None;
+            }
+        }
+        // The literal is validated above; Rust's float parsing of it is
+        // correctly rounded, as ECMAScript requires.
+        self.text.get(start..self.pos)?.parse::<f64>().ok()
+    }
+
+    /// A string literal starting at its opening quote.
+    fn string(&mut self) -> Option<String> {
+        self.pos += 1;
+        let mut out = String::new();
+        loop {
+            let start = self.pos;
+            self.pos += plain_run(self.bytes.get(start..).unwrap_or_default());
+            // The run stops at an ASCII byte or the end, so it is a char
+            // boundary; `get` keeps this panic-free regardless.
+            out.push_str(self.text.get(start..self.pos)?);
+            match self.next()? {
+                b'"' => return Some(out),
+                b'\\' => self.escape(&mut out)?,
+                // A raw control character U+0000..U+001F.
+                _ => return None,
+            }
+        }
+    }
+
+    /// The escape after a backslash.
+    fn escape(&mut self, out: &mut String) -> Option<()> {
+        let c = match self.next()? {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let unit = self.hex4()?;
+                match unit {
+                    0xD800..=0xDBFF => {
+                        // Combine with an immediately following escaped low
+                        // surrogate; otherwise the high one is lone.
+                        let save = self.pos;
+                        let low = if self.bytes.get(self.pos..self.pos + 2) == Some(b"\\u") {
+                            self.pos += 2;
+                            self.hex4()
+                        } else {
+                            None
+                        };
+                        match low {
+                            Some(low @ 0xDC00..=0xDFFF) => {
+                                let cp = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+                                char::from_u32(cp).unwrap_or('\u{FFFD}')
+                            }
+                            _ => {
+                                // Not a pair: whatever follows is parsed on
+                                // its own (it may itself be a valid escape or
+                                // an error).
+                                self.pos = save;
+                                '\u{FFFD}'
+                            }
+                        }
+                    }
+                    0xDC00..=0xDFFF => '\u{FFFD}',
+                    _ => char::from_u32(unit).unwrap_or('\u{FFFD}'),
+                }
+            }
+            _ => return None,
+        };
+        out.push(c);
+        Some(())
+    }
+
+    fn hex4(&mut self) -> Option<u32> {
+        let digits = self.bytes.get(self.pos..self.pos + 4)?;
+        let mut unit = 0u32;
+        for &d in digits {
+            unit = unit * 16 + (d as char).to_digit(16)?;
+        }
+        self.pos += 4;
+        Some(unit)
+    }
+}
+
+/// Length of the leading run of `bytes` that a JSON string copies verbatim:
+/// up to the first `"`, `\\` or control character.
+///
+/// A structured result can be most of a 256 MiB stdout, so this checks eight
+/// bytes per step (SWAR) before finishing byte by byte.
+fn plain_run(bytes: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut skipped = 0;
+    for chunk in bytes.chunks_exact(8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        let quote = w ^ (ONES * u64::from(b'"'));
+        let backslash = w ^ (ONES * u64::from(b'\\'));
+        // Classic "has zero byte" / "has byte less than n" tests: nonzero
+        // exactly when some byte is a quote, a backslash, or below 0x20.
+        let special = (quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash)
+            | (w.wrapping_sub(ONES * 0x20) & !w);
+        if special & HIGHS != 0 {
+            break;
+        }
+        skipped += 8;
+    }
+    let rest = bytes.get(skipped..).unwrap_or_default();
+    skipped
+        + rest
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+            .unwrap_or(rest.len())
+}
+
+/// JavaScript's `String(value)` for a value `JSON.parse` produced.
+///
+/// Arrays follow `Array.prototype.join(",")`: null elements become "", nested
+/// arrays are joined in place (`[1,[2,3]]` → "1,2,3"), objects become
+/// "[object Object]".
+///
+/// Two inputs make JS throw instead, and here give a string: an object with
+/// its own `toString` key (JS: "Cannot convert object to primitive value")
+/// still renders "[object Object]", and arrays nested a few thousand deep
+/// (JS: "Maximum call stack size exceeded") are joined iteratively to the
+/// string JS would produce given enough stack. A loop must not crash on a
+/// script's output, and the spec (§2.3) only describes the non-throwing case.
+pub fn to_js_string(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => {
+            let mut out = String::new();
+            join_into(&mut out, items);
+            out
+        }
+        other => {
+            let mut out = String::new();
+            push_scalar(&mut out, other);
+            out
+        }
+    }
+}
+
+/// `String()` of a non-array value, appended. (Arrays go through `join_into`.)
+fn push_scalar(out: &mut String, v: &Value) {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => out.push_str(&number_to_js_string(*n)),
+        Value::String(s) => out.push_str(s),
+        Value::Object(_) => out.push_str("[object Object]"),
+        Value::Array(items) => join_into(out, items),
+    }
+}
+
+/// `items.join(",")` with nested arrays flattened, walked with a heap stack.
+fn join_into<'a>(out: &mut String, items: &'a [Value]) {
+    // Per open array: its remaining elements and whether one was emitted yet.
+    let mut stack: Vec<(std::slice::Iter<'a, Value>, bool)> = vec![(items.iter(), false)];
+    while let Some((iter, started)) = stack.last_mut() {
+        let Some(item) = iter.next() else {
+            stack.pop();
+            continue;
+        };
+        if *started {
+            out.push(',');
+        }
+        *started = true;
+        match item {
+            // join() turns null and undefined elements into "".
+            Value::Null => {}
+            Value::Array(inner) => stack.push((inner.iter(), false)),
+            scalar => push_scalar(out, scalar),
+        }
+    }
+}
+
+/// ECMAScript `Number::toString(10)`: the shortest digits that round-trip,
+/// in plain notation when the decimal exponent is in (-7, 21), otherwise
+/// `d.ddde±x`.
+pub fn number_to_js_string(n: f64) -> String {
+    if n.is_nan() {
+        return "NaN".to_string();
+    }
+    if n == 0.0 {
+        // Both zeros print "0".
+        return "0".to_string();
+    }
+    if n.is_infinite() {
+        return if n > 0.0 { "Infinity" } else { "-Infinity" }.to_string();
+    }
+    let mut out = String::new();
+    if n < 0.0 {
+        out.push('-');
+    }
+    let sci = shortest_sci(n.abs());
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let digits = digits.trim_end_matches('0');
+    let k = digits.len() as i32;
+    // Position of the decimal point relative to the digits ("n" in the spec).
+    let point = exp + 1;
+    if k <= point && point <= 21 {
+        out.push_str(digits);
+        out.extend(std::iter::repeat('0').take((point - k) as usize));
+    } else if 0 < point && point <= 21 {
+        let (int, frac) = digits.split_at(point as usize);
+        out.push_str(int);
+        out.push('.');
+        out.push_str(frac);
+    } else if -6 < point && point <= 0 {
+        out.push_str("0.");
+        out.extend(std::iter::repeat('0').take((-point) as usize));
+        out.push_str(digits);
+    } else {
+        let (first, rest) = digits.split_at(1);
+        out.push_str(first);
+        if !rest.is_empty() {
+            out.push('.');
+            out.push_str(rest);
+        }
+        out.push('e');
+        out.push(if exp < 0 { '-' } else { '+' });
+        out.push_str(&exp.unsigned_abs().to_string());
+    }
+    out
+}
+
+/// The digits ECMAScript picks for a positive finite `x`, as `d.ddde±x`.
+///
+/// Rust's `{:e}` gives the shortest length k that round-trips, but when two
+/// k-digit decimals are equally close to `x` it rounds the tie up, where
+/// ECMAScript takes the even one (1611967745300168.25 → JS "…168.2", `{:e}`
+/// "…168.3"). Rust's fixed-precision formatting is exact with ties to even,
+/// so the closest k-digit decimal is taken from it, provided it still
+/// round-trips (ECMAScript only considers decimals that do; near a power of
+/// two the closest one may not). The node differential test below checks
+/// this against V8 on tens of thousands of doubles.
+fn shortest_sci(x: f64) -> String {
+    let shortest = format!("{x:e}");
+    let k = shortest
+        .split('e')
+        .next()
+        .map_or(1, |m| m.bytes().filter(u8::is_ascii_digit).count());
+    // With 15 or fewer digits there is only one candidate (every such decimal
+    // maps to a distinct double), so ties need k >= 16; skip the second
+    // formatting otherwise.
+    if k < 16 {
+        return shortest;
+    }
+    let closest = format!("{:.*e}", k - 1, x);
+    if closest != shortest && closest.parse::<f64>() == Ok(x) {
+        closest
+    } else {
+        shortest
+    }
+}
+
+/// Appends `s` quoted as `JSON.stringify` quotes a string: `"` and `\`
+/// escaped, `\b \f \n \r \t` by name, other controls below U+0020 as `\u00xx`
+/// (lowercase hex); everything else, including `/`, U+2028/U+2029 and
+/// non-ASCII, literal.
+pub fn write_json_string(out: &mut String, s: &str) {
+    out.reserve(s.len() + 2);
+    out.push('"');
+    let mut run_start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escaped: Option<&str> = match b {
+            b'"' => Some("\\\""),
+            b'\\' => Some("\\\\"),
+            0x08 => Some("\\b"),
+            0x0c => Some("\\f"),
+            b'\n' => Some("\\n"),
+            b'\r' => Some("\\r"),
+            b'\t' => Some("\\t"),
+            0x00..=0x1f => None,
+            _ => continue,
+        };
+        // `i` is an ASCII byte, hence a char boundary.
+        out.push_str(&s[run_start..i]);
+        run_start = i + 1;
+        match escaped {
+            Some(e) => out.push_str(e),
+            None => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.push_str("\\u00");
+                out.push(HEX[(b >> 4) as usize] as char);
+                out.push(HEX[(b & 0xf) as usize] as char);
+            }
+        }
+    }
+    out.push_str(&s[run_start..]);
+    out.push('"');
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    fn s(x: &str) -> Value {
+        Value::String(x.to_string())
+    }
+
+    fn num(text: &str) -> f64 {
+        match parse(text) {
+            Some(Value::Number(n)) => n,
+            other => panic!("{text:?} parsed as {other:?}"),
+        }
+    }
+
+    fn str_of(text: &str) -> String {
+        match parse(text) {
+            Some(Value::String(ref s)) => s.clone(),
+            other => panic!("{text:?} parsed as {other:?}"),
+        }
+    }
+
+    fn js(text: &str) -> String {
+        let v = parse(text).unwrap_or_else(|| panic!("{text:?} did not parse"));
+        to_js_string(&v)
+    }
+
+    #[test]
+    fn parses_scalars() {
+        assert_eq!(parse("null"), Some(Value::Null));
+        assert_eq!(parse("true"), Some(Value::Bool(true)));
+        assert_eq!(parse("false"), Some(Value::Bool(false)));
+        assert_eq!(parse("\"hi\""), Some(s("hi")));
+        assert_eq!(parse("42"), Some(Value::Number(42.0)));
+    }
+
+    #[test]
+    fn parses_containers_in_order_with_duplicates() {
+        let v = parse(r#"{"a":1,"b":[true,null,"x"],"a":2}"#).unwrap();
+        assert_eq!(
+            v,
+            Value::Object(vec![
+                ("a".into(), Value::Number(1.0)),
+                (
+                    "b".into(),
+                    Value::Array(vec![Value::Bool(true), Value::Null, s("x")])
+                ),
+                ("a".into(), Value::Number(2.0)),
+            ])
+        );
+        // JSON.parse: the last duplicate wins.
+        assert_eq!(v.get("a"), Some(&Value::Number(2.0)));
+        assert_eq!(v.get("zzz"), None);
+        assert_eq!(Value::Array(vec![]).get("a"), None);
+        assert_eq!(parse("{}"), Some(Value::Object(vec![])));
+        assert_eq!(parse("[]"), Some(Value::Array(vec![])));
+    }
+
+    #[test]
+    fn get_mut_is_last_wins_too() {
+        let mut v = parse(r#"{"k":"first","k":"second"}"#).unwrap();
+        if let Some(Value::String(x)) = v.get_mut("k") {
+            x.push('!');
+        }
+        assert_eq!(v.get("k"), Some(&s("second!")));
+    }
+
+    #[test]
+    fn whitespace_is_only_the_four_json_characters() {
+        assert_eq!(
+            parse(" \t\r\n[ 1 ,\t2 ]\r\n "),
+            Some(Value::Array(vec![Value::Number(1.0), Value::Number(2.0)]))
+        );
+        assert_eq!(
+            parse(" { \"a\" : 1 } ").and_then(|v| v.get("a").map(|_| ())),
+            Some(())
+        );
+        for bad in [
+            "\u{b}1",
+            "\u{c}1",
+            "\u{a0}1",
+            "\u{2028}1",
+            "1\u{feff}",
+            "\u{feff}{}",
+            "\u{85}1",
+        ] {
+            assert_eq!(parse(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn rejects_what_json_parse_rejects() {
+        for bad in [
+            "",
+            " ",
+            "[1,]",
+            "{\"a\":1,}",
+            "[,1]",
+            "{,}",
+            "[1 2]",
+            "{\"a\" 1}",
+            "{\"a\":}",
+            "{a:1}",
+            "{'a':1}",
+            "'x'",
+            "// c\n1",
+            "/* c */1",
+            "1 // c",
+            "01",
+            "-01",
+            "00",
+            "-",
+            "--1",
+            "+1",
+            "1.",
+            ".5",
+            "-.5",
+            "1.e5",
+            "1e",
+            "1e+",
+            "1E-",
+            "0x10",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "tru",
+            "truee",
+            "nul",
+            "True",
+            "undefined",
+            "\"abc",
+            "\"\\x\"",
+            "\"\\U0041\"",
+            "\"\\u12\"",
+            "\"\\u12G4\"",
+            "\"\\",
+            "[",
+            "]",
+            "{",
+            "}",
+            "[1",
+            "{\"a\":1",
+            "1 2",
+            "{} {}",
+            "[]]",
+            "{}}",
+            "nullx",
+            "\"a\"b",
+            "\"\u{0}\"",
+            "\"\u{1f}\"",
+            "\"a\nb\"",
+            "\"\t\"",
+            "{\"a\":1 \"b\":2}",
+            "[1,,2]",
+            ":",
+            ",",
+        ] {
+            assert_eq!(parse(bad), None, "{bad:?} must be rejected");
+        }
+    }
+
+    #[test]
+    fn numbers_follow_the_json_grammar_and_js_conversion() {
+        assert_eq!(num("0"), 0.0);
+        assert!(num("-0").is_sign_negative());
+        assert_eq!(num("-12.5e2"), -1250.0);
+        assert_eq!(num("1E+2"), 100.0);
+        assert_eq!(num("1e-2"), 0.01);
+        assert_eq!(num("0.5"), 0.5);
+        assert_eq!(num("0e0"), 0.0);
+        assert_eq!(num("1e400"), f64::INFINITY);
+        assert_eq!(num("-1e400"), f64::NEG_INFINITY);
+        assert_eq!(num("1e-400"), 0.0);
+        assert_eq!(num("12345678901234567890"), 12345678901234567890.0);
+        assert_eq!(num("0.1"), 0.1);
+        // Correct rounding on a halfway-ish long literal.
+        assert_eq!(num("9007199254740993"), 9007199254740992.0);
+        assert_eq!(num("1e99999999999999999999"), f64::INFINITY);
+    }
+
+    #[test]
+    fn string_escapes() {
+        assert_eq!(str_of(r#""\"\\\/\b\f\n\r\t""#), "\"\\/\u{8}\u{c}\n\r\t");
+        assert_eq!(str_of(r#""\u0041\u00e9\u00E9\u2028""#), "Aéé\u{2028}");
+        assert_eq!(str_of(r#""\u0000""#), "\u{0}");
+        // Raw non-ASCII and DEL pass through literally.
+        assert_eq!(str_of("\"é😀\u{7f}\u{2028}\""), "é😀\u{7f}\u{2028}");
+    }
+
+    #[test]
+    fn surrogate_escapes() {
+        // A valid pair is the real character.
+        assert_eq!(str_of(r#""\ud83d\ude00""#), "😀");
+        assert_eq!(str_of(r#""\uD83D\uDE00""#), "😀");
+        // Lone surrogates become U+FFFD, as Node encodes them to UTF-8.
+        assert_eq!(str_of(r#""\ud800""#), "\u{FFFD}");
+        assert_eq!(str_of(r#""\udc00""#), "\u{FFFD}");
+        assert_eq!(str_of(r#""a\ud800b""#), "a\u{FFFD}b");
+        assert_eq!(str_of(r#""\ude00\ud83d""#), "\u{FFFD}\u{FFFD}");
+        assert_eq!(str_of(r#""\ud83d\ud83d\ude00""#), "\u{FFFD}😀");
+        assert_eq!(str_of(r#""\ud800\n""#), "\u{FFFD}\n");
+        assert_eq!(str_of(r#""\ud800\u0041""#), "\u{FFFD}A");
+        // A broken escape after a high surrogate is still an error.
+        assert_eq!(parse(r#""\ud800\u00""#), None);
+        assert_eq!(parse(r#""\ud800\x""#), None);
+    }
+
+    #[test]
+    fn deep_nesting_neither_overflows_nor_panics() {
+        let depth = 1_000_000;
+        let deep = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        let v = parse(&deep).expect("V8 accepts deep nesting");
+        assert_eq!(to_js_string(&v), "");
+        drop(v);
+
+        // Other shapes at a depth that keeps debug-build tests quick; the
+        // code paths are the same.
+        let depth = 100_000;
+        let deep_obj = format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth));
+        assert!(matches!(parse(&deep_obj), Some(Value::Object(_))));
+
+        // Unclosed or mismatched deep input is rejected, also without crashing.
+        assert_eq!(parse(&"[".repeat(1_000_000)), None);
+        assert_eq!(
+            parse(&format!("{}{}", "[".repeat(depth), "}".repeat(depth))),
+            None
+        );
+
+        let deep_values = format!("{}{}", "[1,".repeat(depth), "]".repeat(depth));
+        assert_eq!(
+            parse(&deep_values),
+            None,
+            "trailing comma at the innermost level"
+        );
+        let deep_values = format!("{}2{}", "[1,".repeat(depth), "]".repeat(depth));
+        let v = parse(&deep_values).unwrap();
+        let joined = to_js_string(&v);
+        assert_eq!(joined.len(), 2 * depth + 1);
+        assert!(joined.starts_with("1,1,") && joined.ends_with(",1,2"));
+    }
+
+    #[test]
+    fn js_string_of_scalars_and_containers() {
+        assert_eq!(js("null"), "null");
+        assert_eq!(js("true"), "true");
+        assert_eq!(js("false"), "false");
+        assert_eq!(js("\"a b\""), "a b");
+        assert_eq!(js("1.0"), "1");
+        assert_eq!(js("{}"), "[object Object]");
+        assert_eq!(js(r#"{"a":[1]}"#), "[object Object]");
+        assert_eq!(js("[]"), "");
+        assert_eq!(js("[1,2,3]"), "1,2,3");
+        assert_eq!(js("[1,[2,3]]"), "1,2,3");
+        assert_eq!(js("[null]"), "");
+        assert_eq!(js("[null,null]"), ",");
+        assert_eq!(js("[[]]"), "");
+        assert_eq!(js("[[],[]]"), ",");
+        assert_eq!(js("[{}]"), "[object Object]");
+        assert_eq!(
+            js(r#"[true,"x",null,1.5,{},[false,[null]]]"#),
+            "true,x,,1.5,[object Object],false,"
+        );
+        assert_eq!(js("[[1,2],[3,[4,[5]]],6]"), "1,2,3,4,5,6");
+    }
+
+    // The tie cases need their exact binary values written out in full.
+    #[allow(clippy::excessive_precision)]
+    #[test]
+    fn number_to_string_follows_ecmascript() {
+        let cases: &[(f64, &str)] = &[
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "Infinity"),
+            (f64::NEG_INFINITY, "-Infinity"),
+            (0.0, "0"),
+            (-0.0, "0"),
+            (1.0, "1"),
+            (-1.0, "-1"),
+            (1.5, "1.5"),
+            (-1.5, "-1.5"),
+            (100.0, "100"),
+            (1e20, "100000000000000000000"),
+            (1e21, "1e+21"),
+            (-1e21, "-1e+21"),
+            (1.5e21, "1.5e+21"),
+            (123456789012345680000.0, "123456789012345680000"),
+            (1e-6, "0.000001"),
+            (1.5e-6, "0.0000015"),
+            (1e-7, "1e-7"),
+            (-1e-7, "-1e-7"),
+            (1.5e-7, "1.5e-7"),
+            (123e-20, "1.23e-18"),
+            (12345678901234567890.0, "12345678901234567000"),
+            (0.1, "0.1"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (5e-324, "5e-324"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (9007199254740994.0, "9007199254740994"),
+            (123.456, "123.456"),
+            (0.001, "0.001"),
+            (1e100, "1e+100"),
+            // Two shortest candidates equally close: ECMAScript takes the even.
+            (1611967745300168.25, "1611967745300168.2"),
+            (1611967745300168.75, "1611967745300168.8"),
+            (-1611967745300168.25, "-1611967745300168.2"),
+        ];
+        for &(n, want) in cases {
+            assert_eq!(number_to_js_string(n), want, "{n:e}");
+        }
+        assert_eq!(js("12345678901234567890"), "12345678901234567000");
+        assert_eq!(js("1e400"), "Infinity");
+        assert_eq!(js("-0"), "0");
+        assert_eq!(js("1e21"), "1e+21");
+    }
+
+    fn quoted(x: &str) -> String {
+        let mut out = String::from("<");
+        write_json_string(&mut out, x);
+        out.push('>');
+        out
+    }
+
+    #[test]
+    fn json_string_quoting_matches_stringify() {
+        assert_eq!(quoted(""), "<\"\">");
+        assert_eq!(quoted("plain"), "<\"plain\">");
+        assert_eq!(quoted("a\"b\\c"), r#"<"a\"b\\c">"#);
+        assert_eq!(quoted("\u{8}\u{c}\n\r\t"), r#"<"\b\f\n\r\t">"#);
+        assert_eq!(
+            quoted("\u{0}\u{1}\u{1f}\u{b}"),
+            r#"<"\u0000\u0001\u001f\u000b">"#
+        );
+        assert_eq!(
+            quoted("/ é 😀 \u{7f} \u{2028}\u{2029}"),
+            "<\"/ é 😀 \u{7f} \u{2028}\u{2029}\">"
+        );
+        // Round trip through our own reader.
+        let tricky = "x\u{0}\"\\\n\u{1e}é😀/";
+        let mut out = String::new();
+        write_json_string(&mut out, tricky);
+        assert_eq!(str_of(&out), tricky);
+    }
+
+    /// Runs `node -e script` with `input` on stdin and returns its stdout, or
+    /// `None` (after a note) when node is not installed. CI always has node.
+    pub(crate) fn node_eval(script: &str, input: String) -> Option<String> {
+        use std::io::Write;
+        use std::process::{Command, Stdio};
+
+        let child = Command::new("node")
+            .args(["-e", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child = match child {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("note: node not available ({e}); skipping the differential test");
+                return None;
+            }
+        };
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        // Written from a thread so a large input cannot deadlock against
+        // node's output filling the pipe.
+        let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+        let out = child.wait_with_output().expect("wait for node");
+        writer
+            .join()
+            .expect("writer thread")
+            .expect("write to node");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "node failed: {}",
+            &stderr[..stderr.len().min(2000)]
+        );
+        Some(String::from_utf8(out.stdout).expect("node writes UTF-8"))
+    }
+
+    /// Number::toString against V8 on many doubles: random bit patterns,
+    /// values with few fraction bits at large magnitudes (where two shortest
+    /// candidates can tie), and values around the notation thresholds.
+    #[test]
+    fn number_to_string_differential_against_node() {
+        let mut state = 0x0DDB_A11F_u64;
+        let mut next = move || {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        let mut values: Vec<f64> = Vec::new();
+        for _ in 0..20_000 {
+            let f = f64::from_bits(next());
+            if f.is_finite() {
+                values.push(f);
+            }
+        }
+        for _ in 0..20_000 {
+            let int = (next() % (1u64 << 53)) as f64;
+            let scale = [1.0, 2.0, 4.0, 8.0, 0.5, 0.25, 0.125, 1e-3, 1e3][(next() % 9) as usize];
+            values.push((int + [0.25, 0.75, 0.5, 0.125][(next() % 4) as usize]) * scale);
+        }
+        // Powers of two (and neighbours) have an asymmetric rounding interval.
+        let powers = (0..52u64)
+            .map(|k| 1u64 << k)
+            .chain((1..2047u64).map(|e| e << 52));
+        for bits in powers {
+            values.extend([bits - 1, bits, bits + 1].map(f64::from_bits));
+        }
+        for e in -330..=310 {
+            for m in [
+                1.0,
+                1.5,
+                9.999999,
+                2.2250738585072014,
+                4.940656458412465,
+                1.7976931348623157,
+            ] {
+                values.push(format!("{m}e{e}").parse().unwrap_or(0.0));
+            }
+        }
+        values.retain(|v| v.is_finite());
+        let mut input = String::from("[");
+        for (i, v) in values.iter().enumerate() {
+            if i > 0 {
+                input.push(',');
+            }
+            // `{:e}` round-trips exactly, and is valid JSON.
+            input.push_str(&format!("{v:e}"));
+        }
+        input.push(']');
+
+        let script = "const v = JSON.parse(require('fs').readFileSync(0, 'utf8'));\
+                      process.stdout.write(JSON.stringify(v.map(String)));";
+        let Some(reply) = node_eval(script, input) else {
+            return;
+        };
+        let Some(Value::Array(ref want)) = parse(&reply) else {
+            panic!("node output is not an array")
+        };
+        assert_eq!(want.len(), values.len());
+        for (v, w) in values.iter().zip(want) {
+            assert_eq!(&Value::String(number_to_js_string(*v)), w, "{v:e}");
+        }
+    }
+}

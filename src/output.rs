@@ -1,0 +1,868 @@
+//! Structured output (§2.3): how a script's stdout becomes `result`, `goto`
+//! and `stop`, and the JSON `loopx output` prints (§4.3, same shape as the
+//! JS `output()` helper writes, §6.4).
+
+use crate::json::{self, Value};
+
+/// One iteration's output (§2.3). Fields are reported as parsed; precedence
+/// (`stop` beats `goto`, `result` only piped with `goto`) is the engine's job.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Output {
+    pub result: Option<String>,
+    pub goto: Option<String>,
+    pub stop: bool,
+}
+
+/// Interprets a script's captured stdout (§2.3).
+///
+/// The bytes are decoded as UTF-8 with invalid sequences replaced by U+FFFD,
+/// as Node's decoder does. Only a top-level JSON object with at least one of
+/// `result`, `goto`, `stop` is structured; anything else (including empty
+/// stdout) is the raw text as `result`, byte for byte.
+///
+/// Takes the buffer by value: plain-text output (up to hundreds of MiB) is
+/// returned as the result without a copy when it is valid UTF-8, and without
+/// a JSON parse unless it starts with `{`.
+pub fn parse(stdout: Vec<u8>) -> Output {
+    // Only an object can be structured, and JSON.parse allows nothing but
+    // JSON whitespace before it; checking the first other byte avoids a
+    // parse attempt on ordinary text.
+    let first = stdout
+        .iter()
+        .copied()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
+    let text = decode_utf8(stdout);
+    if first != Some(b'{') {
+        return raw(text);
+    }
+    let Some(mut value) = json::parse(&text) else {
+        return raw(text);
+    };
+    if ["result", "goto", "stop"]
+        .iter()
+        .all(|key| value.get(key).is_none())
+    {
+        // A valid object, but with none of the known keys (§2.3).
+        drop(value);
+        return raw(text);
+    }
+    // `goto` counts only as a string, `stop` only as exactly `true` (§2.3).
+    let goto = match value.get("goto") {
+        Some(Value::String(g)) => Some(g.clone()),
+        _ => None,
+    };
+    let stop = matches!(value.get("stop"), Some(Value::Bool(true)));
+    // The raw text is no longer needed; free it before building the result.
+    drop(text);
+    // `String(value)`; a string result is moved out, not copied, since it
+    // may be most of a large stdout.
+    let result = value.get_mut("result").map(|r| match r {
+        Value::String(s) => std::mem::take(s),
+        other => json::to_js_string(other),
+    });
+    Output { result, goto, stop }
+}
+
+fn raw(text: String) -> Output {
+    Output {
+        result: Some(text),
+        goto: None,
+        stop: false,
+    }
+}
+
+/// UTF-8 decoding as Node does it: zero-copy when the bytes are valid,
+/// otherwise each maximal invalid subsequence becomes one U+FFFD.
+fn decode_utf8(bytes: Vec<u8>) -> String {
+    match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(err) => String::from_utf8_lossy(err.as_bytes()).into_owned(),
+    }
+}
+
+/// The JSON `loopx output` prints (§4.3): what JS `JSON.stringify({result,
+/// goto, stop})` gives with undefined fields omitted, in that key order.
+/// `stop` appears only when true, as `--stop` is the only way to set it.
+pub fn to_json(out: &Output) -> String {
+    let mut json = String::from("{");
+    if let Some(result) = &out.result {
+        json.push_str("\"result\":");
+        json::write_json_string(&mut json, result);
+    }
+    if let Some(goto) = &out.goto {
+        if json.len() > 1 {
+            json.push(',');
+        }
+        json.push_str("\"goto\":");
+        json::write_json_string(&mut json, goto);
+    }
+    if out.stop {
+        if json.len() > 1 {
+            json.push(',');
+        }
+        json.push_str("\"stop\":true");
+    }
+    json.push('}');
+    json
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(text: &str) -> Output {
+        parse(text.as_bytes().to_vec())
+    }
+
+    fn out(result: Option<&str>, goto: Option<&str>, stop: bool) -> Output {
+        Output {
+            result: result.map(str::to_string),
+            goto: goto.map(str::to_string),
+            stop,
+        }
+    }
+
+    fn raw_of(text: &str) -> Output {
+        out(Some(text), None, false)
+    }
+
+    #[test]
+    fn empty_stdout_is_empty_result() {
+        assert_eq!(parse(Vec::new()), out(Some(""), None, false));
+    }
+
+    #[test]
+    fn plain_text_is_the_raw_result_with_trailing_newline() {
+        for text in ["hello\n", "hello", "  two\nlines\n\n", "\n", " ", "\t\r\n"] {
+            assert_eq!(p(text), raw_of(text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn non_objects_fall_back_to_raw() {
+        for text in [
+            "[1,2]",
+            "[{\"result\":\"x\"}]",
+            "\"str\"",
+            "42",
+            "true",
+            "false",
+            "null",
+            "\"{\\\"result\\\":1}\"\n",
+        ] {
+            assert_eq!(p(text), raw_of(text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn invalid_json_falls_back_to_raw() {
+        for text in [
+            "{",
+            "{\"result\":\"x\",}",
+            "{\"result\":\"x\"} trailing",
+            "{result: 1}",
+            "{\"result\":\"x\"}{\"result\":\"y\"}",
+            "\u{feff}{\"result\":\"x\"}",
+            "{\"result\":01}",
+            "{\"result\":\"a\u{1}b\"}",
+            "\u{b}{\"result\":1}",
+        ] {
+            assert_eq!(p(text), raw_of(text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn objects_without_known_keys_fall_back_to_raw() {
+        for text in [
+            "{}",
+            "{\"Result\":\"x\"}",
+            "{\"other\":1}\n",
+            "{\"a\":{\"result\":1}}",
+            "{\"__proto__\":{\"result\":1}}",
+        ] {
+            assert_eq!(p(text), raw_of(text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn structured_fields() {
+        assert_eq!(p(r#"{"result":"done"}"#), out(Some("done"), None, false));
+        assert_eq!(
+            p(r#"{"result":"done","goto":"next"}"#),
+            out(Some("done"), Some("next"), false)
+        );
+        assert_eq!(
+            p(r#"{"goto":"wf:script"}"#),
+            out(None, Some("wf:script"), false)
+        );
+        assert_eq!(p(r#"{"stop":true}"#), out(None, None, true));
+        assert_eq!(
+            p(r#"{"stop":true,"goto":"x","result":"r"}"#),
+            out(Some("r"), Some("x"), true)
+        );
+        // Whitespace around the object, including a trailing newline.
+        assert_eq!(
+            p(" \n{\"result\" : \"a\"}\r\n"),
+            out(Some("a"), None, false)
+        );
+        // Extra fields are ignored.
+        assert_eq!(
+            p(r#"{"x":1,"result":"a","y":[]}"#),
+            out(Some("a"), None, false)
+        );
+        // Escapes are decoded in result and goto.
+        assert_eq!(
+            p(r#"{"result":"a\nb\u00e9","goto":"n\u0061me"}"#),
+            out(Some("a\nbé"), Some("name"), false)
+        );
+    }
+
+    #[test]
+    fn result_is_coerced_with_js_string() {
+        let cases = [
+            (r#"{"result":null}"#, "null"),
+            (r#"{"result":{}}"#, "[object Object]"),
+            (r#"{"result":{"a":1}}"#, "[object Object]"),
+            (r#"{"result":true}"#, "true"),
+            (r#"{"result":false}"#, "false"),
+            (r#"{"result":1.0}"#, "1"),
+            (r#"{"result":-0}"#, "0"),
+            (r#"{"result":1e21}"#, "1e+21"),
+            (r#"{"result":12345678901234567890}"#, "12345678901234567000"),
+            (r#"{"result":[1,[2,3]]}"#, "1,2,3"),
+            (r#"{"result":[null]}"#, ""),
+            (r#"{"result":[[]]}"#, ""),
+            (r#"{"result":[{}]}"#, "[object Object]"),
+            (r#"{"result":""}"#, ""),
+        ];
+        for (text, want) in cases {
+            assert_eq!(p(text).result.as_deref(), Some(want), "{text}");
+        }
+    }
+
+    #[test]
+    fn duplicate_keys_last_wins() {
+        assert_eq!(
+            p(r#"{"result":"a","result":"b"}"#).result.as_deref(),
+            Some("b")
+        );
+        assert_eq!(p(r#"{"goto":"a","goto":1}"#), out(None, None, false));
+        assert_eq!(p(r#"{"goto":1,"goto":"a"}"#), out(None, Some("a"), false));
+        assert_eq!(p(r#"{"stop":true,"stop":false}"#), out(None, None, false));
+        assert_eq!(p(r#"{"stop":false,"stop":true}"#), out(None, None, true));
+    }
+
+    #[test]
+    fn goto_only_when_a_string() {
+        for g in ["1", "null", "true", "[\"a\"]", "{}"] {
+            assert_eq!(
+                p(&format!("{{\"goto\":{g}}}")),
+                out(None, None, false),
+                "{g}"
+            );
+        }
+        assert_eq!(p(r#"{"goto":""}"#), out(None, Some(""), false));
+    }
+
+    #[test]
+    fn stop_only_when_exactly_true() {
+        for s in ["false", "\"true\"", "1", "null", "[true]", "{}"] {
+            assert_eq!(
+                p(&format!("{{\"stop\":{s}}}")),
+                out(None, None, false),
+                "{s}"
+            );
+        }
+        // Still structured: the key is known, so the text is not the result.
+        assert_eq!(
+            p(r#"{"stop":false,"goto":"x"}"#),
+            out(None, Some("x"), false)
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced_like_node() {
+        assert_eq!(parse(b"ab\xffcd".to_vec()), raw_of("ab\u{FFFD}cd"));
+        // One U+FFFD per maximal invalid subpart: the encoded surrogate
+        // ED A0 80 gives three; a truncated 4-byte sequence gives one.
+        assert_eq!(
+            parse(b"\xed\xa0\x80A\xf0\x9f\x98".to_vec()),
+            raw_of("\u{FFFD}\u{FFFD}\u{FFFD}A\u{FFFD}")
+        );
+        assert_eq!(
+            parse(b"{\"result\":\"a\xc3\"}".to_vec()),
+            out(Some("a\u{FFFD}"), None, false)
+        );
+        assert_eq!(
+            parse(b"{\"result\":\"a\"}\xff".to_vec()),
+            raw_of("{\"result\":\"a\"}\u{FFFD}")
+        );
+    }
+
+    #[test]
+    fn lone_surrogate_escapes_become_replacement_characters() {
+        assert_eq!(
+            p(r#"{"result":"\ud800x","goto":"\udc00"}"#),
+            out(Some("\u{FFFD}x"), Some("\u{FFFD}"), false)
+        );
+    }
+
+    #[test]
+    fn plain_text_result_reuses_the_buffer() {
+        let text = "x".repeat(1 << 20) + "\n";
+        let bytes = text.clone().into_bytes();
+        let ptr = bytes.as_ptr();
+        let got = parse(bytes);
+        let result = got.result.unwrap();
+        assert_eq!(result, text);
+        assert_eq!(
+            result.as_ptr(),
+            ptr,
+            "valid UTF-8 plain text must not be copied"
+        );
+    }
+
+    #[test]
+    fn large_structured_result() {
+        let body = "y".repeat(4 << 20);
+        let got = parse(format!("{{\"result\":\"{body}\",\"goto\":\"n\"}}").into_bytes());
+        assert_eq!(got.result.as_deref(), Some(body.as_str()));
+        assert_eq!(got.goto.as_deref(), Some("n"));
+    }
+
+    #[test]
+    fn deep_nesting_does_not_crash() {
+        let depth = 1_000_000;
+        let deep = format!("{{\"result\":{}{}}}", "[".repeat(depth), "]".repeat(depth));
+        assert_eq!(p(&deep), out(Some(""), None, false));
+        let unclosed = format!("{{\"result\":{}", "[".repeat(depth));
+        assert_eq!(p(&unclosed), raw_of(&unclosed));
+        let depth = 100_000;
+        let deep_obj = format!("{}1{}", "{\"result\":".repeat(depth), "}".repeat(depth));
+        assert_eq!(p(&deep_obj).result.as_deref(), Some("[object Object]"));
+    }
+
+    #[test]
+    fn to_json_matches_stringify() {
+        assert_eq!(
+            to_json(&out(Some("done"), Some("next"), false)),
+            r#"{"result":"done","goto":"next"}"#
+        );
+        assert_eq!(to_json(&out(None, None, true)), r#"{"stop":true}"#);
+        assert_eq!(
+            to_json(&out(Some("r"), Some("g"), true)),
+            r#"{"result":"r","goto":"g","stop":true}"#
+        );
+        assert_eq!(
+            to_json(&out(None, Some("wf:s"), true)),
+            r#"{"goto":"wf:s","stop":true}"#
+        );
+        assert_eq!(to_json(&out(Some(""), None, false)), r#"{"result":""}"#);
+        assert_eq!(to_json(&Output::default()), "{}");
+        assert_eq!(
+            to_json(&out(Some("a\"b\n\u{1}é"), None, false)),
+            "{\"result\":\"a\\\"b\\n\\u0001é\"}"
+        );
+        // What loopx output prints reads back as the same structured output.
+        for o in [
+            out(Some("x\ny"), Some("a:b"), true),
+            out(None, Some("g"), false),
+            out(Some("{}"), None, false),
+        ] {
+            assert_eq!(p(&to_json(&o)), o);
+        }
+    }
+
+    // ---- Differential test against the real JavaScript engine ----
+
+    /// Node's side: §2.3 with JSON.parse and String(). Input is a JSON array
+    /// of hex-encoded stdout bytes; output per case is
+    /// `[resultHex|null, gotoHex|null, stop]`, or "throws" when String()
+    /// throws (see `json::to_js_string`). Strings leave Node as UTF-8 bytes,
+    /// so lone surrogates are compared as U+FFFD.
+    const NODE_REFERENCE: &str = r#"
+const cases = JSON.parse(require('fs').readFileSync(0, 'utf8'));
+const hex = (s) => Buffer.from(s, 'utf8').toString('hex');
+const out = cases.map((h) => {
+  const text = Buffer.from(h, 'hex').toString('utf8');
+  const raw = [hex(text), null, false];
+  if (text === '') return raw;
+  let v;
+  try { v = JSON.parse(text); } catch (e) { return raw; }
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return raw;
+  if (!('result' in v) && !('goto' in v) && !('stop' in v)) return raw;
+  let result = null;
+  if ('result' in v) {
+    try { result = hex(String(v.result)); } catch (e) { return 'throws'; }
+  }
+  return [result, typeof v.goto === 'string' ? hex(v.goto) : null, v.stop === true];
+});
+process.stdout.write(JSON.stringify(out));
+"#;
+
+    /// splitmix64: small, deterministic, good enough to spread the corpus.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+        fn chance(&mut self, percent: usize) -> bool {
+            self.below(100) < percent
+        }
+        fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+            items[self.below(items.len())]
+        }
+    }
+
+    /// Whitespace between tokens: JSON's four mostly, now and then a
+    /// character JS counts as whitespace but JSON.parse does not.
+    fn ws(rng: &mut Rng) -> &'static str {
+        if rng.chance(4) {
+            rng.pick(&["\u{b}", "\u{c}", "\u{a0}", "\u{feff}", "\u{2028}", "\u{85}"])
+        } else {
+            rng.pick(&["", "", "", " ", "\t", "\n", "\r\n", "  \n"])
+        }
+    }
+    const KEYS: &[&str] = &[
+        "result",
+        "goto",
+        "stop",
+        "x",
+        "",
+        "Result",
+        "\\u0072esult",
+        "res\\u0075lt",
+        "__proto__",
+        "toString",
+    ];
+
+    fn random_number(rng: &mut Rng) -> String {
+        match rng.below(5) {
+            // A random finite double, printed shortest (Rust) or in full.
+            0 | 1 => {
+                let f = f64::from_bits(rng.next());
+                let f = if f.is_finite() { f } else { 1.5 };
+                if rng.chance(70) {
+                    format!("{f:e}")
+                } else {
+                    format!("{f}")
+                }
+            }
+            // A hand-rolled literal, sometimes malformed.
+            _ => {
+                let mut s = String::new();
+                if rng.chance(30) {
+                    s.push('-');
+                }
+                let int_len = rng.below(22);
+                if int_len == 0 || rng.chance(20) {
+                    s.push('0');
+                } else {
+                    s.push(char::from(b'1' + rng.below(9) as u8));
+                }
+                for _ in 1..int_len {
+                    s.push(char::from(b'0' + rng.below(10) as u8));
+                }
+                if rng.chance(40) {
+                    s.push('.');
+                    for _ in 0..1 + rng.below(20) {
+                        s.push(char::from(b'0' + rng.below(10) as u8));
+                    }
+                }
+                if rng.chance(40) {
+                    s.push(rng.pick(&['e', 'E']));
+                    s.push_str(rng.pick(&["", "+", "-"]));
+                    let exp =
+                        rng.pick(&[0usize, 1, 5, 7, 20, 21, 22, 300, 308, 309, 324, 330, 400]);
+                    s.push_str(&(exp + rng.below(3)).to_string());
+                }
+                if rng.chance(5) {
+                    s.push_str(rng.pick(&[".", "e", "-", "0", "x", "."]));
+                }
+                s
+            }
+        }
+    }
+
+    fn random_string(rng: &mut Rng) -> String {
+        const PIECES: &[&str] = &[
+            "a",
+            "Z",
+            " ",
+            "é",
+            "😀",
+            "\u{2028}",
+            "\u{7f}",
+            "\\\"",
+            "\\\\",
+            "\\/",
+            "\\b",
+            "\\f",
+            "\\n",
+            "\\r",
+            "\\t",
+            "\\u0041",
+            "\\u00e9",
+            "\\u00E9",
+            "\\u0000",
+            "\\u001f",
+            "\\ud83d\\ude00",
+            "\\uD83D\\uDE00",
+            "\\ud800",
+            "\\udfff",
+            "\\ud83d\\ud83d",
+            "\\ude00\\ud83d",
+            "\\u2028",
+            "\\uffff",
+            "\\ufeff",
+            "\\x",
+            "\\u12",
+            "\\u",
+            "\u{1}",
+            "\t",
+            "\n",
+            "[1]",
+            "{}",
+            ":",
+            ",",
+        ];
+        let mut s = String::from("\"");
+        for _ in 0..rng.below(6) {
+            // Mostly valid pieces; the invalid ones appear now and then.
+            let piece = rng.pick(PIECES);
+            let invalid = matches!(piece, "\\x" | "\\u12" | "\\u" | "\u{1}" | "\t" | "\n");
+            if !invalid || rng.chance(15) {
+                s.push_str(piece);
+            }
+        }
+        if !rng.chance(3) {
+            s.push('"');
+        }
+        s
+    }
+
+    fn random_value(rng: &mut Rng, depth: usize) -> String {
+        let kind = if depth > 4 {
+            rng.below(5)
+        } else {
+            rng.below(8)
+        };
+        match kind {
+            0 => rng
+                .pick(&["null", "true", "false", "nul", "True"])
+                .to_string(),
+            1 | 2 => random_number(rng),
+            3 | 4 => random_string(rng),
+            5 | 6 => {
+                let mut s = String::from("[");
+                for i in 0..rng.below(4) {
+                    if i > 0 {
+                        s.push(',');
+                    }
+                    s.push_str(ws(rng));
+                    s.push_str(&random_value(rng, depth + 1));
+                }
+                if rng.chance(5) {
+                    s.push(',');
+                }
+                s.push(']');
+                s
+            }
+            _ => random_object(rng, depth + 1),
+        }
+    }
+
+    fn random_object(rng: &mut Rng, depth: usize) -> String {
+        let mut s = String::from("{");
+        for i in 0..rng.below(5) {
+            if i > 0 {
+                s.push(',');
+            }
+            s.push_str(ws(rng));
+            s.push('"');
+            s.push_str(rng.pick(KEYS));
+            s.push('"');
+            s.push_str(ws(rng));
+            s.push(':');
+            s.push_str(ws(rng));
+            // Known keys get plausible values more often.
+            let v = match rng.below(6) {
+                0 => format!("\"{}\"", rng.pick(&["next", "wf:s", "", "a\\nb"])),
+                1 => "true".to_string(),
+                _ => random_value(rng, depth),
+            };
+            s.push_str(&v);
+        }
+        if rng.chance(4) {
+            s.push(',');
+        }
+        s.push('}');
+        s
+    }
+
+    /// Breaks a valid document now and then: byte edits, truncation, junk.
+    fn mutate(rng: &mut Rng, mut bytes: Vec<u8>) -> Vec<u8> {
+        match rng.below(6) {
+            0 if !bytes.is_empty() => {
+                let i = rng.below(bytes.len());
+                bytes.remove(i);
+            }
+            1 if !bytes.is_empty() => {
+                let i = rng.below(bytes.len());
+                bytes[i] = rng.pick(b"{}[],:\"\\ \n0-e.tx\x00\x1f\xff\xc3\x80");
+            }
+            2 => {
+                let i = rng.below(bytes.len() + 1);
+                bytes.truncate(i);
+            }
+            3 => bytes.extend_from_slice(rng.pick(&[
+                &b"x"[..],
+                b"{}",
+                b"\n\n",
+                b"\xe2\x80\xa8",
+                b"\xef\xbb\xbf",
+                b"\xf0\x9f",
+            ])),
+            _ => {
+                let i = rng.below(bytes.len() + 1);
+                let junk = rng.pick(&[
+                    &b"\xff"[..],
+                    b"\xed\xa0\x80",
+                    b"\xc0\xaf",
+                    b"\xf4\x90\x80\x80",
+                    b"\xe2\x82",
+                    b"//",
+                    b",",
+                    b"\x00",
+                ]);
+                bytes.splice(i..i, junk.iter().copied());
+            }
+        }
+        bytes
+    }
+
+    fn corpus() -> Vec<Vec<u8>> {
+        let mut cases: Vec<Vec<u8>> = [
+            "",
+            " ",
+            "\n",
+            "hello\n",
+            "{}",
+            "[]",
+            "null",
+            "\"s\"",
+            "1",
+            "{\"result\":\"a\"}\n",
+            "{\"result\":null}",
+            "{\"result\":{}}",
+            "{\"result\":[1,[2,3]]}",
+            "{\"result\":[null]}",
+            "{\"result\":[[]]}",
+            "{\"result\":[{}]}",
+            "{\"result\":1e21}",
+            "{\"result\":1e-7}",
+            "{\"result\":1e-6}",
+            "{\"result\":123e-20}",
+            "{\"result\":12345678901234567890}",
+            "{\"result\":-0}",
+            "{\"result\":1e400}",
+            "{\"result\":-1e400}",
+            "{\"result\":5e-324}",
+            "{\"result\":2.5e-324}",
+            "{\"result\":1.7976931348623157e308}",
+            "{\"result\":0.1}",
+            "{\"stop\":false}",
+            "{\"stop\":\"true\"}",
+            "{\"stop\":1}",
+            "{\"goto\":1}",
+            "{\"goto\":null}",
+            "{\"result\":\"a\",\"result\":\"b\"}",
+            "{\"stop\":true,\"stop\":false}",
+            "{\"\\u0072esult\":\"esc key\"}",
+            "{\"__proto__\":{\"result\":1}}",
+            "{\"result\":{\"toString\":1}}",
+            "{\"result\":[{\"toString\":1}]}",
+            "{\"result\":{\"valueOf\":1}}",
+            "\u{feff}{\"result\":1}",
+            "{\"result\":\"\\ud800\"}",
+            "{\"result\":\"\\ud83d\\ude00\"}",
+            "{\"result\":\"\\udc00\\ud800\"}",
+            "{\"goto\":\"\\ud800\"}",
+            "{\"result\":\"\u{2028}\"}",
+            "{\"result\":1,}",
+            "{\"result\":01}",
+            "{\"result\":1.}",
+            "{\"result\":.5}",
+            "{\"result\":-}",
+            "{\"result\":\"\t\"}",
+            "{\"result\":\"a\"} x",
+            "{\"result\":\"a\"}\n\n",
+            " \t\r\n{\"goto\":\"g\"} \t\r\n",
+            "\u{b}{\"result\":1}",
+            "{\"result\":1}\u{a0}",
+            "{\"result\":\"\\/\"}",
+            "{\"result\":true,\"goto\":\"x\",\"stop\":true}",
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+        cases.push(b"\xed\xa0\x80A\xf0\x9f\x98".to_vec());
+        cases.push(b"{\"result\":\"\xff\xfe\"}".to_vec());
+        cases.push(b"{\"result\":\"\xc0\xaf\xe0\x80\xbf\xf8\x88\x80\x80\x80\"}".to_vec());
+        cases.push(b"\xef\xbb\xbf{\"result\":1}".to_vec());
+        // Deep nesting: JS parses these; String() of a deep array throws.
+        let depth = 200_000;
+        cases.push(
+            format!("{{\"result\":{}{}}}", "[".repeat(depth), "]".repeat(depth)).into_bytes(),
+        );
+        cases.push(format!("{{\"result\":{}", "[".repeat(depth)).into_bytes());
+        cases.push(
+            format!(
+                "{{\"result\":\"ok\",\"x\":{}1{}}}",
+                "{\"a\":".repeat(depth),
+                "}".repeat(depth)
+            )
+            .into_bytes(),
+        );
+        cases.push(format!("{{\"result\":{}1{}}}", "[".repeat(500), "]".repeat(500)).into_bytes());
+
+        let mut rng = Rng(0x5EED_1234_ABCD_0042);
+        for i in 0..2500 {
+            let doc = match i % 5 {
+                // Structured-looking documents.
+                0..=2 => format!(
+                    "{}{}{}",
+                    ws(&mut rng),
+                    random_object(&mut rng, 0),
+                    ws(&mut rng)
+                ),
+                // A result holding several numbers at once.
+                3 => {
+                    let nums: Vec<String> = (0..1 + rng.below(8))
+                        .map(|_| random_number(&mut rng))
+                        .collect();
+                    format!("{{\"result\":[{}]}}", nums.join(","))
+                }
+                // Token soup.
+                _ => {
+                    const TOKENS: &[&str] = &[
+                        "{",
+                        "}",
+                        "[",
+                        "]",
+                        ",",
+                        ":",
+                        "\"result\"",
+                        "\"goto\"",
+                        "\"stop\"",
+                        "\"x\"",
+                        "true",
+                        "false",
+                        "null",
+                        "1",
+                        "-0",
+                        "2e3",
+                        " ",
+                        "\n",
+                        "\"\\u0041\"",
+                        "hi",
+                    ];
+                    let mut s = String::from(if rng.chance(80) { "{" } else { "" });
+                    for _ in 0..rng.below(12) {
+                        s.push_str(rng.pick(TOKENS));
+                    }
+                    s
+                }
+            };
+            let mut bytes = doc.into_bytes();
+            if rng.chance(25) {
+                bytes = mutate(&mut rng, bytes);
+            }
+            cases.push(bytes);
+        }
+        cases
+    }
+
+    fn to_hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn from_hex(hex: &str) -> String {
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex from node"))
+            .collect();
+        String::from_utf8(bytes).expect("node writes UTF-8")
+    }
+
+    fn hex_field(v: &Value) -> Option<String> {
+        match v {
+            Value::String(h) => Some(from_hex(h)),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn differential_against_node() {
+        let cases = corpus();
+        let mut input = String::from("[");
+        for (i, c) in cases.iter().enumerate() {
+            if i > 0 {
+                input.push(',');
+            }
+            input.push('"');
+            input.push_str(&to_hex(c));
+            input.push('"');
+        }
+        input.push(']');
+
+        let Some(reply) = json::tests::node_eval(NODE_REFERENCE, input) else {
+            return;
+        };
+
+        let expected = json::parse(&reply).expect("node output is JSON");
+        let Value::Array(expected) = &expected else {
+            panic!("node output is not an array")
+        };
+        assert_eq!(expected.len(), cases.len());
+
+        let mut structured = 0;
+        let mut throws = 0;
+        for (case, want) in cases.iter().zip(expected) {
+            let got = parse(case.clone());
+            let shown = String::from_utf8_lossy(&case[..case.len().min(200)]).into_owned();
+            let Value::Array(fields) = want else {
+                // JS String() threw (own `toString` key, or an array too deep
+                // for V8's stack); we still produce a string without crashing.
+                assert_eq!(want, &Value::String("throws".into()), "{shown:?}");
+                assert!(got.result.is_some(), "{shown:?}");
+                throws += 1;
+                continue;
+            };
+            let want = Output {
+                result: fields.first().and_then(hex_field),
+                goto: fields.get(1).and_then(hex_field),
+                stop: matches!(fields.get(2), Some(Value::Bool(true))),
+            };
+            if want.result.as_deref() != Some(String::from_utf8_lossy(case).as_ref()) {
+                structured += 1;
+            }
+            assert_eq!(got, want, "input {shown:?}");
+        }
+        eprintln!(
+            "differential: {} cases, {structured} structured, {throws} where JS String() throws",
+            cases.len()
+        );
+        // The corpus must actually exercise both paths.
+        assert!(structured > 300, "only {structured} structured cases");
+        assert!((3..100).contains(&throws), "{throws} throwing cases");
+    }
+}
