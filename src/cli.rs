@@ -156,7 +156,12 @@ fn parse_run(rest: Vec<OsString>) -> Result<Command, Error> {
         Some(v) => Some(parse_count(&v)?),
     };
     let target = match targets.len() {
-        0 => return Err(Error::usage("missing target: loopx run <workflow>[:<script>]", RUN_HELP)),
+        0 => {
+            return Err(Error::usage(
+                "missing target: loopx run <workflow>[:<script>]",
+                RUN_HELP,
+            ))
+        }
         1 => targets.remove(0),
         _ => {
             return Err(Error::usage(
@@ -179,12 +184,7 @@ fn parse_run(rest: Vec<OsString>) -> Result<Command, Error> {
 /// `-n` takes a non-negative decimal integer (§4.2).
 fn parse_count(v: &OsString) -> Result<u64, Error> {
     let s = v.to_string_lossy();
-    let bad = |why: &str| {
-        Error::usage(
-            format!("invalid value '{s}' for -n: {why}"),
-            RUN_HELP,
-        )
-    };
+    let bad = |why: &str| Error::usage(format!("invalid value '{s}' for -n: {why}"), RUN_HELP);
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return Err(bad("expected a non-negative integer"));
     }
@@ -295,7 +295,8 @@ fn parse_install(rest: Vec<OsString>) -> Result<Command, Error> {
             Short('h') | Long("help") => help = true,
             Short('w') | Long("workflow") => match p.value() {
                 Ok(_) if workflow.is_some() => {
-                    first_error.get_or_insert(format!("option '-w/--workflow' given more than once"));
+                    first_error
+                        .get_or_insert("option '-w/--workflow' given more than once".to_string());
                 }
                 Ok(v) => workflow = Some(lossy(v)),
                 Err(_) => {
@@ -320,7 +321,10 @@ fn parse_install(rest: Vec<OsString>) -> Result<Command, Error> {
         return Err(Error::usage(msg, INSTALL_HELP));
     }
     match sources.len() {
-        0 => Err(Error::usage("missing source: loopx install [options] <source>", INSTALL_HELP)),
+        0 => Err(Error::usage(
+            "missing source: loopx install [options] <source>",
+            INSTALL_HELP,
+        )),
         1 => Ok(Command::Install(InstallArgs {
             source: sources.remove(0),
             workflow,
@@ -359,8 +363,14 @@ mod tests {
     #[test]
     fn top_level() {
         assert_eq!(parse_strs(&[]).unwrap(), Command::TopHelp);
-        assert_eq!(parse_strs(&["-h", "run", "ralph"]).unwrap(), Command::TopHelp);
-        assert_eq!(parse_strs(&["--help", "--bogus"]).unwrap(), Command::TopHelp);
+        assert_eq!(
+            parse_strs(&["-h", "run", "ralph"]).unwrap(),
+            Command::TopHelp
+        );
+        assert_eq!(
+            parse_strs(&["--help", "--bogus"]).unwrap(),
+            Command::TopHelp
+        );
         assert!(usage_message(&["foo"]).contains("unknown command 'foo'"));
         assert!(usage_message(&["foo", "-h"]).contains("unknown command 'foo'"));
         assert!(usage_message(&["--unknown"]).contains("'--unknown'"));
@@ -371,7 +381,10 @@ mod tests {
 
     #[test]
     fn run_options_in_any_order() {
-        assert_eq!(parse_strs(&["run", "ralph"]).unwrap(), run("ralph", None, None));
+        assert_eq!(
+            parse_strs(&["run", "ralph"]).unwrap(),
+            run("ralph", None, None)
+        );
         assert_eq!(
             parse_strs(&["run", "-n", "5", "ralph", "-e", "x.env"]).unwrap(),
             run("ralph", Some(5), Some("x.env"))
@@ -381,10 +394,16 @@ mod tests {
             run("ralph:check", Some(5), None)
         );
         // Subcommand names are ordinary workflow names after `run`.
-        assert_eq!(parse_strs(&["run", "version"]).unwrap(), run("version", None, None));
+        assert_eq!(
+            parse_strs(&["run", "version"]).unwrap(),
+            run("version", None, None)
+        );
         // Target strings are validated after discovery, not here.
         assert_eq!(parse_strs(&["run", ""]).unwrap(), run("", None, None));
-        assert_eq!(parse_strs(&["run", "a:b:c"]).unwrap(), run("a:b:c", None, None));
+        assert_eq!(
+            parse_strs(&["run", "a:b:c"]).unwrap(),
+            run("a:b:c", None, None)
+        );
     }
 
     #[test]
@@ -403,8 +422,14 @@ mod tests {
         ] {
             assert_eq!(parse_strs(args).unwrap(), Command::RunHelp, "{args:?}");
         }
-        assert_eq!(parse_strs(&["run", "--unknown", "--help"]).unwrap(), Command::RunHelp);
-        assert_eq!(parse_strs(&["run", "-h", "--unknown"]).unwrap(), Command::RunHelp);
+        assert_eq!(
+            parse_strs(&["run", "--unknown", "--help"]).unwrap(),
+            Command::RunHelp
+        );
+        assert_eq!(
+            parse_strs(&["run", "-h", "--unknown"]).unwrap(),
+            Command::RunHelp
+        );
     }
 
     #[test]
@@ -420,7 +445,9 @@ mod tests {
         assert!(usage_message(&["run", "-n", "1.5", "ralph"]).contains("non-negative integer"));
         assert!(usage_message(&["run", "-n", "abc", "ralph"]).contains("non-negative integer"));
         assert!(usage_message(&["run", "-n", "", "ralph"]).contains("non-negative integer"));
-        assert!(usage_message(&["run", "-n", "99999999999999999999999", "ralph"]).contains("too large"));
+        assert!(
+            usage_message(&["run", "-n", "99999999999999999999999", "ralph"]).contains("too large")
+        );
         assert!(usage_message(&["run", "ralph", "-n"]).contains("needs a value"));
     }
 
@@ -433,12 +460,18 @@ mod tests {
                 stop: s,
             })
         };
-        assert_eq!(parse_strs(&["output", "--result", "x"]).unwrap(), out(Some("x"), None, false));
+        assert_eq!(
+            parse_strs(&["output", "--result", "x"]).unwrap(),
+            out(Some("x"), None, false)
+        );
         assert_eq!(
             parse_strs(&["output", "--goto", "a:b:c", "--result", "-5", "--stop"]).unwrap(),
             out(Some("-5"), Some("a:b:c"), true)
         );
-        assert_eq!(parse_strs(&["output", "--result="]).unwrap(), out(Some(""), None, false));
+        assert_eq!(
+            parse_strs(&["output", "--result="]).unwrap(),
+            out(Some(""), None, false)
+        );
         assert!(usage_message(&["output"]).contains("at least one"));
         assert!(usage_message(&["output", "--bogus"]).contains("'--bogus'"));
         assert!(usage_message(&["output", "--result"]).contains("needs a value"));
@@ -450,9 +483,15 @@ mod tests {
     fn env_commands() {
         assert_eq!(
             parse_strs(&["env", "set", "K", "-v"]).unwrap(),
-            Command::EnvSet { name: "K".into(), value: "-v".into() }
+            Command::EnvSet {
+                name: "K".into(),
+                value: "-v".into()
+            }
         );
-        assert_eq!(parse_strs(&["env", "remove", "K"]).unwrap(), Command::EnvRemove { name: "K".into() });
+        assert_eq!(
+            parse_strs(&["env", "remove", "K"]).unwrap(),
+            Command::EnvRemove { name: "K".into() }
+        );
         assert_eq!(parse_strs(&["env", "list"]).unwrap(), Command::EnvList);
         assert!(usage_message(&["env"]).contains("missing env command"));
         assert!(usage_message(&["env", "set", "K"]).contains("env set <name> <value>"));
@@ -461,10 +500,17 @@ mod tests {
 
     #[test]
     fn install_options() {
-        assert_eq!(parse_strs(&["install", "-h", "--bogus", "-w"]).unwrap(), Command::InstallHelp);
+        assert_eq!(
+            parse_strs(&["install", "-h", "--bogus", "-w"]).unwrap(),
+            Command::InstallHelp
+        );
         assert_eq!(
             parse_strs(&["install", "-y", "org/repo", "--workflow", "a"]).unwrap(),
-            Command::Install(InstallArgs { source: "org/repo".into(), workflow: Some("a".into()), yes: true })
+            Command::Install(InstallArgs {
+                source: "org/repo".into(),
+                workflow: Some("a".into()),
+                yes: true
+            })
         );
         assert!(usage_message(&["install"]).contains("missing source"));
         assert!(usage_message(&["install", "-w", "a", "-w", "b", "s"]).contains("more than once"));

@@ -178,8 +178,9 @@ pub fn discover(loopx_dir: &Path) -> io::Result<Discovery> {
         let workflow = match scan_workflow(&name, &path, &mut problems) {
             Ok(w) => w,
             Err(err) => {
-                d.problems
-                    .push(format!("cannot read workflow directory .loopx/{name}: {err}"));
+                d.problems.push(format!(
+                    "cannot read workflow directory .loopx/{name}: {err}"
+                ));
                 continue;
             }
         };

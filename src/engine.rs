@@ -74,12 +74,15 @@ pub fn resolve_goto<'d>(
         available: d.workflow_names(),
         goto_from: Some(from.label()),
     })?;
-    let script = workflow.scripts.get(s).ok_or_else(|| Error::UnknownScript {
-        workflow: w.to_string(),
-        script: s.to_string(),
-        available: workflow.script_names(),
-        goto_from: Some(from.label()),
-    })?;
+    let script = workflow
+        .scripts
+        .get(s)
+        .ok_or_else(|| Error::UnknownScript {
+            workflow: w.to_string(),
+            script: s.to_string(),
+            available: workflow.script_names(),
+            goto_from: Some(from.label()),
+        })?;
     Ok(Resolved { workflow, script })
 }
 
@@ -113,7 +116,10 @@ fn own_binary() -> Result<PathBuf, Error> {
 
 /// Loads and validates everything `run` needs before the first iteration
 /// (§7.1 steps 1–3), in the spec's order.
-pub fn prepare(project_root: &Path, args: &RunArgs) -> Result<(Discovery, Vec<(OsString, OsString)>), Error> {
+pub fn prepare(
+    project_root: &Path,
+    args: &RunArgs,
+) -> Result<(Discovery, Vec<(OsString, OsString)>), Error> {
     if !discovery::has_loopx_dir(project_root) {
         return Err(Error::NoLoopxDir {
             root: project_root.to_path_buf(),
@@ -150,7 +156,10 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
     // inherited environment (Command applies `envs` over the inherited set).
     let mut env = vars;
     env.push(("LOOPX_BIN".into(), own_binary()?.into_os_string()));
-    env.push(("LOOPX_PROJECT_ROOT".into(), project_root.clone().into_os_string()));
+    env.push((
+        "LOOPX_PROJECT_ROOT".into(),
+        project_root.clone().into_os_string(),
+    ));
     env.push(("LOOPX_WORKFLOW".into(), OsString::new()));
     let workflow_slot = env.len() - 1;
 

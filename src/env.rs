@@ -16,10 +16,16 @@ pub fn global_env_path() -> Result<PathBuf, Error> {
         return Ok(PathBuf::from(dir).join("loopx").join("env"));
     }
     match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        Some(home) => Ok(PathBuf::from(home).join(".config").join("loopx").join("env")),
+        Some(home) => Ok(PathBuf::from(home)
+            .join(".config")
+            .join("loopx")
+            .join("env")),
         None => Err(Error::io(
             "cannot locate the global env file",
-            io::Error::new(io::ErrorKind::NotFound, "neither XDG_CONFIG_HOME nor HOME is set"),
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                "neither XDG_CONFIG_HOME nor HOME is set",
+            ),
         )),
     }
 }

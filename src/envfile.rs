@@ -106,7 +106,10 @@ mod tests {
 
     #[test]
     fn plain_assignments_and_trailing_whitespace() {
-        assert_eq!(vars("A=1\nB=two words  \n"), [kv("A", "1"), kv("B", "two words")]);
+        assert_eq!(
+            vars("A=1\nB=two words  \n"),
+            [kv("A", "1"), kv("B", "two words")]
+        );
         assert_eq!(vars("A=\n"), [kv("A", "")]);
         assert_eq!(vars("A=x\r\n"), [kv("A", "x")]);
         assert_eq!(vars("A=b=c"), [kv("A", "b=c")]);
@@ -163,7 +166,9 @@ mod tests {
 
     #[test]
     fn assignment_round_trips_awkward_values() {
-        for v in ["", "a b", "#x", "a=b", "\"q\"", "'s'", "trail  ", "  lead", "\\n", "\""] {
+        for v in [
+            "", "a b", "#x", "a=b", "\"q\"", "'s'", "trail  ", "  lead", "\\n", "\"",
+        ] {
             let line = assignment("K", v);
             assert_eq!(vars(&line), [kv("K", v)], "{line:?}");
             assert_eq!(line_key(&line), Some("K"));

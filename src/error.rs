@@ -16,12 +16,19 @@ pub enum Error {
         help: &'static str,
     },
     /// `loopx run <target>` without `.loopx/` (§7.2).
-    NoLoopxDir { root: PathBuf },
+    NoLoopxDir {
+        root: PathBuf,
+    },
     /// Name-restriction violations and collisions anywhere in `.loopx/`
     /// (§5.2–5.4): fatal for `run <target>`.
-    Validation { problems: Vec<String> },
+    Validation {
+        problems: Vec<String>,
+    },
     /// A CLI target string that fails §4.1 validation.
-    InvalidTarget { target: String, why: Invalid },
+    InvalidTarget {
+        target: String,
+        why: Invalid,
+    },
     /// A goto value that fails §4.1 validation, at transition time (§7.1 11a).
     InvalidGoto {
         goto: String,
@@ -47,16 +54,31 @@ pub enum Error {
         available: Vec<String>,
     },
     /// `-e <path>` that does not exist (§8.2).
-    EnvFileMissing { path: PathBuf },
+    EnvFileMissing {
+        path: PathBuf,
+    },
     /// An env file that exists but cannot be read (§8.1).
-    EnvFileUnreadable { path: PathBuf, err: io::Error },
+    EnvFileUnreadable {
+        path: PathBuf,
+        err: io::Error,
+    },
     /// `loopx env set` with a name or value the env file cannot hold (§4.3).
-    InvalidEnvName { name: String },
-    InvalidEnvValue { name: String },
+    InvalidEnvName {
+        name: String,
+    },
+    InvalidEnvValue {
+        name: String,
+    },
     /// A script ended with a non-zero exit code (§7.2).
-    ScriptFailed { script: String, code: i32 },
+    ScriptFailed {
+        script: String,
+        code: i32,
+    },
     /// A script was killed by a signal: a non-zero exit for §7.2.
-    ScriptKilled { script: String, signal: i32 },
+    ScriptKilled {
+        script: String,
+        signal: i32,
+    },
     /// The script could not be started, e.g. its file vanished mid-loop (§5.1).
     Spawn {
         script: String,
@@ -64,15 +86,22 @@ pub enum Error {
         err: io::Error,
     },
     /// A JS/TS script reached in a build that cannot run one yet.
-    JsNotSupported { script: String },
+    JsNotSupported {
+        script: String,
+    },
     /// `loopx install`, until it is implemented.
     InstallUnavailable,
     /// stdout was closed under us (e.g. `loopx env list | head -0`).
     StdoutClosed,
     /// loopx was interrupted by a signal: exit 128 + N (§7.3).
-    Interrupted { signal: i32 },
+    Interrupted {
+        signal: i32,
+    },
     /// Any other operating-system failure, with what loopx was doing.
-    Io { context: String, err: io::Error },
+    Io {
+        context: String,
+        err: io::Error,
+    },
 }
 
 impl Error {

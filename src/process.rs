@@ -65,7 +65,11 @@ enum ReadOutcome {
 }
 
 /// Reads until EAGAIN/EOF, or until `limit` bytes when given.
-fn read_available(fd: RawFd, buf: &mut Vec<u8>, mut limit: Option<usize>) -> io::Result<ReadOutcome> {
+fn read_available(
+    fd: RawFd,
+    buf: &mut Vec<u8>,
+    mut limit: Option<usize>,
+) -> io::Result<ReadOutcome> {
     loop {
         let want = match limit {
             Some(0) => return Ok(ReadOutcome::WouldBlock),
@@ -225,7 +229,10 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
             });
         }
         let timeout = match deadline {
-            Some(d) => d.saturating_duration_since(Instant::now()).as_millis().min(i32::MAX as u128) as i32,
+            Some(d) => d
+                .saturating_duration_since(Instant::now())
+                .as_millis()
+                .min(i32::MAX as u128) as i32,
             None => -1,
         };
         // SAFETY: `fds` is a valid array of pollfd for its length.
@@ -290,7 +297,11 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
     drop(child);
 
     if let Some(sig) = signals.interrupted() {
-        wait_for_group(pid, signals, deadline.unwrap_or_else(|| Instant::now() + GRACE));
+        wait_for_group(
+            pid,
+            signals,
+            deadline.unwrap_or_else(|| Instant::now() + GRACE),
+        );
         return Err(Error::Interrupted { signal: sig });
     }
     match status {
@@ -300,7 +311,10 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
                 return Err(Error::Spawn {
                     script: launch.label.to_string(),
                     program: launch.program.display().to_string(),
-                    err: io::Error::new(io::ErrorKind::NotFound, "the script file no longer exists"),
+                    err: io::Error::new(
+                        io::ErrorKind::NotFound,
+                        "the script file no longer exists",
+                    ),
                 });
             }
             Err(Error::ScriptFailed {

@@ -135,7 +135,10 @@ mod tests {
 
     #[test]
     fn goto_reading_keeps_bare_names_in_the_current_workflow() {
-        assert_eq!(parse("check").unwrap().for_goto("ralph"), ("ralph", "check"));
+        assert_eq!(
+            parse("check").unwrap().for_goto("ralph"),
+            ("ralph", "check")
+        );
         assert_eq!(parse("other:x").unwrap().for_goto("ralph"), ("other", "x"));
     }
 }
