@@ -6,10 +6,10 @@
 //!   rule looks at the path only: the query and fragment never make a source a
 //!   git or tarball source (`https://h/dl?f=x.git` is neither), as §10.1 says
 //!   explicitly for tarballs.
-//! - The URL handed to `git clone` is the input without its query and
-//!   fragment (git appends `/info/refs?...` to the URL, so a query copied from a
-//!   browser, like `?tab=readme`, would break the clone) and, for the known
-//!   hosts, without a trailing slash. A tarball URL is kept exactly as given:
+//! - The URL handed to `git clone` is the input with its scheme lowercased
+//!   and without its query and fragment (git appends `/info/refs?...` to the
+//!   URL, so a query copied from a browser, like `?tab=readme`, would break
+//!   the clone) and, for the known hosts, without a trailing slash. A tarball URL is kept exactly as given:
 //!   signed download URLs need their query.
 //! - Besides `scheme://` URLs, git's scp-like form `[user@]host:path` is
 //!   accepted for git sources (`git@github.com:org/repo.git`), with the same
@@ -82,7 +82,7 @@ pub fn classify(input: &str) -> Result<Source, String> {
 
 fn classify_url(input: &str, url: &Url<'_>) -> Result<Source, String> {
     let scheme = url.scheme.to_ascii_lowercase();
-    let clone_url = || format!("{}://{}{}", url.scheme, url.authority, url.path);
+    let clone_url = || format!("{scheme}://{}{}", url.authority, url.path);
     let git_scheme = || {
         if GIT_SCHEMES.contains(&scheme.as_str()) {
             Ok(())
@@ -98,7 +98,7 @@ fn classify_url(input: &str, url: &Url<'_>) -> Result<Source, String> {
         git_scheme()?;
         let path = url.path.strip_suffix('/').unwrap_or(url.path);
         return Ok(Source::Git {
-            url: format!("{}://{}{}", url.scheme, url.authority, path),
+            url: format!("{scheme}://{}{}", url.authority, path),
             repo_name: repo_name(path),
         });
     }
@@ -531,7 +531,7 @@ mod tests {
         assert!(classify("ssh://example.com/flow.tar.gz").is_err());
         assert_eq!(
             classify("HTTPS://example.com/flow.git"),
-            git("HTTPS://example.com/flow.git", "flow")
+            git("https://example.com/flow.git", "flow")
         );
     }
 
