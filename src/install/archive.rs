@@ -472,6 +472,11 @@ mod tests {
             raw(b, EntryType::Link, b"wrap/copy.md", b"wrap/README.md", b"");
             pax(b, "path", "wrap/from-pax.sh");
             file(b, "wrap/short-name", b"pax", 0o755);
+            let mut h = Header::new_gnu();
+            h.set_entry_type(EntryType::Symlink);
+            h.set_size(0);
+            b.append_link(&mut h, "wrap/longlink", &long["wrap/".len()..])
+                .unwrap();
         })
         .unwrap();
         let w = fx.out().join("wrap");
@@ -500,6 +505,7 @@ mod tests {
             .is_symlink());
         assert_eq!(fs::read(w.join("from-pax.sh")).unwrap(), b"pax");
         assert!(!w.join("short-name").exists());
+        assert_eq!(fs::read(w.join("longlink")).unwrap(), b"long");
         assert_eq!(source_root(&fx.out()), w);
     }
 
@@ -583,6 +589,19 @@ mod tests {
             let created = fx.out().join(std::str::from_utf8(name).unwrap());
             assert!(fs::symlink_metadata(created).is_err());
         }
+    }
+
+    #[test]
+    fn refuses_an_absolute_pax_link_target() {
+        let fx = Fixture::new();
+        fx.refused(
+            |b| {
+                pax(b, "linkpath", "/etc");
+                raw(b, EntryType::Symlink, b"l", b"harmless", b"");
+            },
+            "absolute",
+        );
+        assert!(fs::symlink_metadata(fx.out().join("l")).is_err());
     }
 
     #[test]
