@@ -7,7 +7,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::names::{is_valid_name, split_script_file};
+use crate::names::{is_valid_name, split_script_name};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -78,7 +78,7 @@ pub fn script_files(dir: &Path) -> io::Result<Vec<ScriptFile>> {
             // A non-UTF-8 name cannot be a valid script name; if it carries a
             // script extension it is reported, otherwise ignored like any file.
             let lossy = file_name.to_string_lossy().into_owned();
-            if split_script_file(&lossy).is_some() && is_file(&path) {
+            if split_script_name(&lossy).is_some() && is_file(&path) {
                 found.push(ScriptFile {
                     file_name: lossy.clone(),
                     base: lossy,
@@ -89,7 +89,7 @@ pub fn script_files(dir: &Path) -> io::Result<Vec<ScriptFile>> {
             }
             continue;
         };
-        let Some((base, ext)) = split_script_file(name) else {
+        let Some((base, ext)) = split_script_name(name) else {
             continue;
         };
         if !is_file(&path) {

@@ -8,11 +8,16 @@ mod env;
 mod envfile;
 mod error;
 mod help;
+// Install building blocks; the `install` command wires them up next.
+#[allow(dead_code)]
+mod install;
 mod json;
 mod names;
 mod output;
 mod process;
 mod runtime;
+#[allow(dead_code)]
+mod semver_range;
 mod signals;
 mod target;
 
