@@ -37,6 +37,8 @@ Options:
                      every target with a working toolchain is built into an
                      emptied version directory and the others are skipped.
   --out <dir>        write the tree here instead of dist/release
+  --print-version    print the version the release gets (from Cargo.toml)
+                     and exit
   --assemble         build nothing: write SHA256SUMS, install.sh and the
                      latest/ mirror for the archives already in
                      <out>/download/v<version>/ (the release workflow gathers
@@ -59,6 +61,7 @@ die() {
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=""
 assemble=0
+print_version=0
 targets=()
 
 while (($#)); do
@@ -68,6 +71,7 @@ while (($#)); do
     --out) (($# >= 2)) || die "--out needs a value"; out=$2; shift 2 ;;
     --out=*) out=${1#*=}; shift ;;
     --assemble) assemble=1; shift ;;
+    --print-version) print_version=1; shift ;;
     -h | --help) usage; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
@@ -92,6 +96,10 @@ target_dir=${CARGO_TARGET_DIR:-${CARGO_BUILD_TARGET_DIR:-$root/target}}
 version=$(awk -F'"' '/^\[/ { p = ($0 == "[package]") } p && /^version[ \t]*=/ { print $2; exit }' "$root/Cargo.toml")
 [[ $version =~ ^[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]+)?$ ]] ||
   die "could not read a version from $root/Cargo.toml (got '$version')"
+if ((print_version)); then
+  printf '%s\n' "$version"
+  exit 0
+fi
 vdir=$out/download/v$version
 
 if command -v sha256sum >/dev/null 2>&1; then
