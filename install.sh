@@ -268,9 +268,12 @@ main() {
   lx_want=$(listed_sha256 "$lx_tmp/SHA256SUMS" "$lx_asset") ||
     die "$lx_label has no loopx build for $lx_target ($lx_url/SHA256SUMS does not list $lx_asset)"
   case $lx_want in
-    *[!0-9a-f]*) die "malformed SHA256SUMS entry for $lx_asset: '$lx_want'" ;;
+    *[!0-9a-f]*) lx_bad=1 ;;
+    *) lx_bad=0 ;;
   esac
-  [ ${#lx_want} -eq 64 ] || die "malformed SHA256SUMS entry for $lx_asset: '$lx_want'"
+  if [ "$lx_bad" = 1 ] || [ ${#lx_want} -ne 64 ]; then
+    die "malformed SHA256SUMS entry for $lx_asset: '$lx_want'"
+  fi
 
   download "$lx_url/$lx_asset" "$lx_tmp/$lx_asset" ||
     die "could not download $lx_url/$lx_asset"

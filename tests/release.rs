@@ -397,6 +397,16 @@ impl Machine {
         self.dir.join(rel)
     }
 
+    /// Puts a `uname` answering `os` (-s) and `arch` (-m) first on PATH.
+    fn fake_platform(&mut self, os: &str, arch: &str) {
+        write_exe(
+            &self.path("fake/uname"),
+            &format!("#!/bin/sh\ncase $1 in -m) echo {arch} ;; *) echo {os} ;; esac\n"),
+        );
+        let path = format!("{}:{}", self.path("fake").display(), system_path());
+        self.set("PATH", path);
+    }
+
     fn default_bin(&self) -> PathBuf {
         self.path("home/.local/bin/loopx")
     }
@@ -716,6 +726,20 @@ fn checksum_mismatch_installs_nothing_and_keeps_an_existing_install() {
     assert_eq!(read(&m.default_bin()), b"#!/bin/sh\necho 0.0.1\n");
     assert_eq!(dir_names(&m.path("home/.local/bin")), ["loopx"]);
     m.assert_tmp_clean();
+
+    // A listed sum that is not 64 lowercase hex digits is refused as such.
+    for sum in [&good[..63], &good.to_uppercase(), "sha256:abc"] {
+        let body = format!("{sum}  {}\n", asset());
+        server.route("/latest/download/SHA256SUMS", Response::ok(body));
+        let o = m.install(&build.install_sh(), &[]);
+        assert_eq!(o.status.code(), Some(1), "{sum}: {}", describe(&o));
+        assert!(
+            stderr(&o).contains("malformed SHA256SUMS entry"),
+            "{sum}: {}",
+            describe(&o)
+        );
+        assert_eq!(read(&m.default_bin()), b"#!/bin/sh\necho 0.0.1\n");
+    }
 }
 
 #[test]
@@ -967,14 +991,7 @@ fn unsupported_platforms_are_named() {
         ("Darwin", "ppc", "unsupported architecture 'ppc'"),
     ] {
         let mut m = Machine::new("platform", &server.url());
-        write_exe(
-            &m.path("fake/uname"),
-            &format!("#!/bin/sh\ncase $1 in -m) echo {arch} ;; *) echo {os} ;; esac\n"),
-        );
-        m.set(
-            "PATH",
-            format!("{}:{}", m.path("fake").display(), system_path()),
-        );
+        m.fake_platform(os, arch);
         let o = m.install(&repo_install_sh(), &[]);
         assert_eq!(o.status.code(), Some(1), "{os}/{arch}: {}", describe(&o));
         assert!(stderr(&o).contains(want), "{os}/{arch}: {}", describe(&o));
@@ -998,15 +1015,8 @@ fn supported_platforms_map_to_release_targets() {
         ("Darwin", "x86_64", "x86_64-apple-darwin"),
     ] {
         let mut m = Machine::new("mapping", &server.url());
-        write_exe(
-            &m.path("fake/uname"),
-            &format!("#!/bin/sh\ncase $1 in -m) echo {arch} ;; *) echo {os} ;; esac\n"),
-        );
-        // No sysctl: not under Rosetta.
-        m.set(
-            "PATH",
-            format!("{}:{}", m.path("fake").display(), system_path()),
-        );
+        // Linux's sysctl knows no sysctl.proc_translated: not under Rosetta.
+        m.fake_platform(os, arch);
         let o = m.install(&repo_install_sh(), &[]);
         assert_eq!(o.status.code(), Some(1), "{os}/{arch}: {}", describe(&o));
         assert!(
