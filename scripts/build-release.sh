@@ -1,0 +1,374 @@
+#!/usr/bin/env bash
+# Builds the release tree of DESIGN.md "Release artifacts":
+#
+#   <out>/download/v<version>/loopx-<target>.tar.gz   loopx, README.md, LICENSE
+#   <out>/download/v<version>/install.sh
+#   <out>/download/v<version>/SHA256SUMS              one line per file above
+#   <out>/latest/download/...                         an identical copy
+#   <out>/install.sh
+#
+# That is the layout of a GitHub release, so serving <out> over HTTP is a
+# complete mirror for install.sh and the npm package (LOOPX_DOWNLOAD_URL).
+# Archives are reproducible: same commit, same bytes.
+set -euo pipefail
+
+ALL_TARGETS=(
+  x86_64-unknown-linux-musl
+  aarch64-unknown-linux-musl
+  x86_64-apple-darwin
+  aarch64-apple-darwin
+)
+# Budget for the stripped x86_64 musl binary, in bytes (1.5 MB).
+SIZE_LIMIT=1500000
+
+usage() {
+  cat <<EOF
+Usage: scripts/build-release.sh [options]
+
+Builds static loopx release archives, SHA256SUMS and install.sh into a tree
+laid out like a GitHub release (default: dist/release/).
+
+Options:
+  --target <triple>  build only this target (repeatable); one of
+                     ${ALL_TARGETS[*]}
+                     Its archive is added to (or replaced in) the version
+                     directory and the others there are kept, so per-target
+                     builds can be gathered into one tree. Without --target,
+                     every target with a working toolchain is built into an
+                     emptied version directory and the others are skipped.
+  --out <dir>        write the tree here instead of dist/release
+  --print-version    print the version the release gets (from Cargo.toml)
+                     and exit
+  --assemble         build nothing: write SHA256SUMS, install.sh and the
+                     latest/ mirror for the archives already in
+                     <out>/download/v<version>/ (the release workflow gathers
+                     archives built on several machines this way)
+  -h, --help         show this help
+
+Environment:
+  SOURCE_DATE_EPOCH  mtime of archive entries (default: the commit time)
+  CARGO_TARGET_<TRIPLE>_LINKER  linker for a cross target (default: found
+                     automatically where possible)
+EOF
+}
+
+note() { printf 'build-release: %s\n' "$*" >&2; }
+die() {
+  printf 'build-release: error: %s\n' "$*" >&2
+  exit 1
+}
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out=""
+assemble=0
+print_version=0
+targets=()
+
+while (($#)); do
+  case $1 in
+    --target) (($# >= 2)) || die "--target needs a value"; targets+=("$2"); shift 2 ;;
+    --target=*) targets+=("${1#*=}"); shift ;;
+    --out) (($# >= 2)) || die "--out needs a value"; out=$2; shift 2 ;;
+    --out=*) out=${1#*=}; shift ;;
+    --assemble) assemble=1; shift ;;
+    --print-version) print_version=1; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) die "unknown argument: $1 (see --help)" ;;
+  esac
+done
+
+for t in "${targets[@]+"${targets[@]}"}"; do
+  case " ${ALL_TARGETS[*]} " in
+    *" $t "*) ;;
+    *) die "unknown target '$t' (known: ${ALL_TARGETS[*]})" ;;
+  esac
+done
+((assemble == 0 || ${#targets[@]} == 0)) || die "--assemble builds nothing; drop --target"
+
+# Resolve paths against the caller's directory before anything changes it.
+[[ -n $out ]] || out=$root/dist/release
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+target_dir=${CARGO_TARGET_DIR:-${CARGO_BUILD_TARGET_DIR:-$root/target}}
+[[ $target_dir == /* ]] || target_dir=$PWD/$target_dir
+
+# One version (DESIGN.md "One version"): the [package] version of Cargo.toml.
+version=$(awk -F'"' '/^\[/ { p = ($0 == "[package]") } p && /^version[ \t]*=/ { print $2; exit }' "$root/Cargo.toml")
+[[ $version =~ ^[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]+)?$ ]] ||
+  die "could not read a version from $root/Cargo.toml (got '$version')"
+if ((print_version)); then
+  printf '%s\n' "$version"
+  exit 0
+fi
+vdir=$out/download/v$version
+
+if command -v sha256sum >/dev/null 2>&1; then
+  sha256() { sha256sum -- "$@"; }
+elif command -v shasum >/dev/null 2>&1; then
+  sha256() { shasum -a 256 -- "$@"; }
+else
+  die "need sha256sum or shasum"
+fi
+
+# Exit status 0 when the ELF file has a PT_INTERP program header (it needs a
+# dynamic loader), 1 when it has none (static), 2 when it is not a
+# little-endian ELF64 file. od reads in host byte order; every host we build
+# on is little-endian.
+elf_has_interp() {
+  local f=$1 magic phoff phentsize phnum i
+  magic=$(od -An -tx1 -N6 "$f" | tr -d ' \n')
+  [[ $magic == 7f454c460201 ]] || return 2
+  phoff=$(read_uint "$f" 32 8)
+  phentsize=$(read_uint "$f" 54 2)
+  phnum=$(read_uint "$f" 56 2)
+  for ((i = 0; i < phnum; i++)); do
+    [[ $(read_uint "$f" $((phoff + i * phentsize)) 4) == 3 ]] && return 0
+  done
+  return 1
+}
+
+# read_uint FILE OFFSET SIZE: the unsigned integer of SIZE bytes at OFFSET.
+read_uint() { od -An -tu"$3" -j "$2" -N "$3" "$1" | tr -d ' \n'; }
+
+host_os=$(uname -s)
+host_arch=$(uname -m)
+case $host_arch in
+  amd64) host_arch=x86_64 ;;
+  arm64) host_arch=aarch64 ;;
+esac
+
+# Sets $runner to the command prefix that runs binaries of target $1 here
+# (empty: natively; qemu user emulation for another Linux architecture), or
+# returns 1 when they cannot run here (then the smoke test is skipped).
+find_runner() {
+  local arch=${1%%-*} q
+  runner=()
+  case $1 in
+    *-linux-musl) [[ $host_os == Linux ]] || return 1 ;;
+    *-apple-darwin) [[ $host_os == Darwin ]] || return 1 ;;
+  esac
+  [[ $arch == "$host_arch" ]] && return 0
+  [[ $host_os == Linux ]] || return 1
+  for q in "qemu-$arch-static" "qemu-$arch"; do
+    if command -v "$q" >/dev/null 2>&1; then
+      runner=("$q")
+      return 0
+    fi
+  done
+  return 1
+}
+
+# Makes target $1 buildable: a linker and the Rust standard library for it.
+# On failure returns 1 with the reason in $skip_reason.
+prepare_target() {
+  local t=$1 arch=${1%%-*} var lld
+  var=CARGO_TARGET_$(tr 'a-z-' 'A-Z_' <<<"$t")_LINKER
+  skip_reason=""
+  if [[ -n ${!var:-} ]]; then
+    : # the caller chose the linker
+  else
+    case $t in
+      *-linux-musl)
+        # Rust's musl targets bring their own crt objects and libc, so the
+        # host's cc links a native build; a cross build needs a cross
+        # linker, and rust-lld (shipped with rustc) is one.
+        lld=$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin/rust-lld
+        if [[ $host_os == Linux && $arch == "$host_arch" ]]; then
+          :
+        elif command -v "$arch-linux-musl-gcc" >/dev/null 2>&1; then
+          export "$var=$arch-linux-musl-gcc"
+        elif command -v "$arch-linux-gnu-gcc" >/dev/null 2>&1; then
+          export "$var=$arch-linux-gnu-gcc"
+        elif [[ -x $lld ]]; then
+          export "$var=rust-lld"
+        else
+          skip_reason="no linker for $t (install $arch-linux-musl-gcc or set $var)"
+          return 1
+        fi
+        ;;
+      *-apple-darwin)
+        # Apple's toolchain links both architectures; elsewhere only an
+        # osxcross-style linker named by the caller can.
+        if [[ $host_os != Darwin ]]; then
+          skip_reason="needs a macOS host (or a cross linker in $var)"
+          return 1
+        fi
+        ;;
+    esac
+  fi
+  local libdir
+  libdir=$(rustc --print target-libdir --target "$t" 2>/dev/null || true)
+  if [[ -z $libdir ]] || ! compgen -G "$libdir/libstd-*.rlib" >/dev/null; then
+    if ! command -v rustup >/dev/null 2>&1; then
+      skip_reason="the Rust standard library for $t is missing and rustup is not installed"
+      return 1
+    fi
+    note "adding the Rust target $t"
+    if ! rustup target add "$t" >&2; then
+      skip_reason="'rustup target add $t' failed"
+      return 1
+    fi
+  fi
+}
+
+# Reproducible builds: keep the checkout's and the cargo home's paths out of
+# the binary (they end up in panic locations).
+add_rustflags() {
+  local sep=$'\x1f' flags=${CARGO_ENCODED_RUSTFLAGS:-} f words
+  if [[ -z $flags && -n ${RUSTFLAGS:-} ]]; then
+    read -ra words <<<"$RUSTFLAGS"
+    flags=$(IFS=$sep && echo "${words[*]}")
+  fi
+  for f in "$@"; do flags=${flags:+$flags$sep}$f; done
+  export CARGO_ENCODED_RUSTFLAGS=$flags
+  unset RUSTFLAGS
+}
+
+# Finds GNU tar: bsdtar cannot pin owners and mtimes the way we need.
+find_gnu_tar() {
+  local t
+  for t in gtar tar; do
+    if "$t" --version 2>/dev/null | head -n 1 | grep -q 'GNU tar'; then
+      gnu_tar=$t
+      return 0
+    fi
+  done
+  die "GNU tar is needed for reproducible archives (macOS: brew install gnu-tar)"
+}
+
+# Commit time of the checkout unless SOURCE_DATE_EPOCH says otherwise.
+find_epoch() {
+  if [[ -n ${SOURCE_DATE_EPOCH:-} ]]; then
+    epoch=$SOURCE_DATE_EPOCH
+    [[ $epoch =~ ^[0-9]+$ ]] || die "SOURCE_DATE_EPOCH must be seconds since 1970, not '$epoch'"
+    return
+  fi
+  epoch=$(git -C "$root" log -1 --format=%ct 2>/dev/null || true)
+  [[ $epoch =~ ^[0-9]+$ ]] ||
+    die "no commit time to stamp archives with (not a git checkout?): set SOURCE_DATE_EPOCH"
+}
+
+# Builds target $1 and writes its archive into $vdir. Returns 1 with
+# $skip_reason when cargo fails; dies when the result breaks a release rule.
+build_one() {
+  local t=$1 bin bytes stage archive got
+  note "building $t"
+  if ! cargo build --manifest-path "$root/Cargo.toml" --release --locked --target "$t" >&2; then
+    skip_reason="cargo build --target $t failed (see above)"
+    return 1
+  fi
+  bin=$target_dir/$t/release/loopx
+  [[ -f $bin ]] || die "cargo succeeded but $bin is missing"
+
+  if [[ $t == *-linux-musl ]]; then
+    local rc=0
+    elf_has_interp "$bin" || rc=$?
+    case $rc in
+      0) die "$t: $bin has an ELF interpreter (PT_INTERP): it is not static" ;;
+      2) die "$t: $bin is not a little-endian ELF64 file" ;;
+    esac
+  fi
+  local runner
+  if find_runner "$t"; then
+    got=$(cd / && LOOPX_DELEGATED=1 "${runner[@]+"${runner[@]}"}" "$bin" version </dev/null) ||
+      die "$t: '${runner[*]+"${runner[*]} "}$bin version' failed"
+    [[ $got == "$version" ]] || die "$t: '$bin version' printed '$got', expected '$version'"
+  else
+    note "$t: cannot run it here, so it was not smoke-tested"
+  fi
+
+  bytes=$(wc -c <"$bin" | tr -d ' ')
+  if [[ $t == x86_64-unknown-linux-musl ]] && ((bytes > SIZE_LIMIT)); then
+    die "$t: the stripped binary is $bytes bytes, over its budget of $SIZE_LIMIT bytes"
+  fi
+
+  stage=$(mktemp -d "${TMPDIR:-/tmp}/loopx-stage.XXXXXX")
+  cp "$bin" "$stage/loopx"
+  cp "$root/README.md" "$stage/README.md"
+  cp "$root/dist/LICENSE" "$stage/LICENSE"
+  chmod 0755 "$stage/loopx"
+  chmod 0644 "$stage/README.md" "$stage/LICENSE"
+  archive=$vdir/loopx-$t.tar.gz
+  # Entries listed in byte order, one fixed mtime, owner 0/0 without names,
+  # ustar (no atime/ctime records), gzip without name or timestamp.
+  "$gnu_tar" --create --format=ustar --owner=0 --group=0 --numeric-owner \
+    --mtime="@$epoch" -C "$stage" LICENSE README.md loopx |
+    gzip -n -9 >"$archive.tmp"
+  mv "$archive.tmp" "$archive"
+  rm -rf "$stage"
+  report+=("$(printf '%-28s binary %8d bytes  archive %8d bytes' "$t" "$bytes" "$(wc -c <"$archive" | tr -d ' ')")")
+}
+
+# SHA256SUMS, the latest/ mirror and the install.sh copies, from whatever
+# archives $vdir holds.
+finish_tree() {
+  local files=() f
+  cp "$root/install.sh" "$vdir/install.sh"
+  chmod 0644 "$vdir/install.sh"
+  (
+    cd "$vdir"
+    export LC_ALL=C
+    for f in install.sh loopx-*.tar.gz; do
+      [[ -f $f ]] && files+=("$f")
+    done
+    sha256 "${files[@]}" >SHA256SUMS.tmp
+    mv SHA256SUMS.tmp SHA256SUMS
+  )
+  rm -rf "$out/latest/download"
+  mkdir -p "$out/latest"
+  cp -Rp "$vdir" "$out/latest/download"
+  cp "$root/install.sh" "$out/install.sh"
+  chmod 0755 "$out/install.sh"
+}
+
+[[ -f $root/install.sh ]] || die "missing $root/install.sh"
+
+if ((assemble)); then
+  compgen -G "$vdir/loopx-*.tar.gz" >/dev/null || die "no archives in $vdir to assemble"
+  finish_tree
+  note "assembled $vdir"
+  (cd "$vdir" && cat SHA256SUMS)
+  exit 0
+fi
+
+[[ -f $root/README.md ]] || die "missing $root/README.md (it goes into every archive)"
+[[ -f $root/dist/LICENSE ]] || die "missing $root/dist/LICENSE (it goes into every archive)"
+command -v cargo >/dev/null 2>&1 || die "cargo is not on PATH"
+find_gnu_tar
+find_epoch
+cargo_home=${CARGO_HOME:-$HOME/.cargo}
+add_rustflags "--remap-path-prefix=$root=/loopx" "--remap-path-prefix=$cargo_home=/cargo"
+
+explicit=1
+if ((${#targets[@]} == 0)); then
+  explicit=0
+  targets=("${ALL_TARGETS[@]}")
+  rm -rf "$vdir"
+fi
+mkdir -p "$vdir"
+
+report=()
+skipped=()
+for t in "${targets[@]}"; do
+  # A target the caller named, or x86_64 musl on an x86_64 Linux host, must
+  # build; the others are skipped (with the reason) when they cannot.
+  required=$explicit
+  [[ $t == x86_64-unknown-linux-musl && $host_os == Linux && $host_arch == x86_64 ]] && required=1
+  if prepare_target "$t" && build_one "$t"; then
+    continue
+  fi
+  ((required == 0)) || die "$t: $skip_reason"
+  note "skipping $t: $skip_reason"
+  skipped+=("$t: $skip_reason")
+done
+((${#report[@]} > 0)) || die "no target could be built"
+
+finish_tree
+
+printf 'loopx %s release tree in %s\n' "$version" "$out"
+printf '  %s\n' "${report[@]}"
+printf '  (stripped binaries; x86_64-unknown-linux-musl budget %d bytes)\n' "$SIZE_LIMIT"
+if ((${#skipped[@]})); then
+  note "skipped targets:"
+  for s in "${skipped[@]}"; do note "  $s"; done
+fi

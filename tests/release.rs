@@ -1,0 +1,1142 @@
+//! The release pipeline and the installer (DESIGN.md "Release artifacts").
+//!
+//! scripts/build-release.sh runs once for the host's musl target into a
+//! directory of our own; install.sh is then piped into `sh` on stdin, as
+//! `curl -fsSL <url>/install.sh | sh` does, against a local HTTP mirror of
+//! that tree, with HOME and TMPDIR in temp directories.
+#![cfg(target_os = "linux")]
+
+#[path = "util/http.rs"]
+mod http;
+
+use http::{Response, Server};
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+#[cfg(target_arch = "x86_64")]
+const TARGET: &str = "x86_64-unknown-linux-musl";
+#[cfg(target_arch = "aarch64")]
+const TARGET: &str = "aarch64-unknown-linux-musl";
+
+/// The budget of the x86_64 musl binary, as in scripts/build-release.sh.
+const SIZE_LIMIT: u64 = 1_500_000;
+
+/// What install.sh runs besides the downloader (see its header).
+const INSTALL_TOOLS: &[&str] = &[
+    "uname",
+    "mktemp",
+    "mkdir",
+    "cp",
+    "chmod",
+    "mv",
+    "rm",
+    "tar",
+    "gzip",
+    "sha256sum",
+];
+
+fn asset() -> String {
+    format!("loopx-{TARGET}.tar.gz")
+}
+
+// ---------------------------------------------------------------- helpers
+
+/// A directory under cargo's per-target temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        static COUNT: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNT.fetch_add(1, Ordering::SeqCst);
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("release-tests")
+            .join(format!("{tag}-{}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+        TempDir(dir)
+    }
+
+    fn join(&self, rel: &str) -> PathBuf {
+        self.0.join(rel)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn read(path: &Path) -> Vec<u8> {
+    fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+fn write(path: &Path, bytes: impl AsRef<[u8]>) {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    }
+    fs::write(path, bytes).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+fn write_exe(path: &Path, text: &str) {
+    write(path, text);
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("chmod {}: {e}", path.display()));
+}
+
+fn describe(o: &Output) -> String {
+    format!(
+        "status: {}\n--- stdout\n{}--- stderr\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"))
+}
+
+fn system_path() -> String {
+    std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into())
+}
+
+fn which(tool: &str) -> Option<PathBuf> {
+    std::env::split_paths(&system_path())
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+}
+
+/// A directory of symlinks to exactly `tools`, to stand in for PATH.
+fn tool_dir(dir: &Path, tools: &[&str]) -> PathBuf {
+    fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    for tool in tools {
+        let Some(real) = which(tool) else {
+            panic!(
+                "`{tool}` is not installed; this test needs it (the project's .ci/run installs it)"
+            )
+        };
+        symlink(&real, dir.join(tool)).unwrap_or_else(|e| panic!("symlink {tool}: {e}"));
+    }
+    dir.to_path_buf()
+}
+
+fn sha256_hex(path: &Path) -> String {
+    let o = run(Command::new("sha256sum").arg(path));
+    assert!(
+        o.status.success(),
+        "sha256sum {}: {}",
+        path.display(),
+        describe(&o)
+    );
+    stdout(&o)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Runs `loopx version` with no environment at all and PATH holding only an
+/// empty directory: no node, no shell tools.
+fn version_of(bin: &Path, scratch: &Path) -> String {
+    let empty = scratch.join("empty-path");
+    fs::create_dir_all(&empty).unwrap_or_else(|e| panic!("create {}: {e}", empty.display()));
+    let o = run(Command::new(bin)
+        .arg("version")
+        .env_clear()
+        .env("PATH", &empty)
+        .current_dir(scratch)
+        .stdin(Stdio::null()));
+    assert!(
+        o.status.success(),
+        "{} version: {}",
+        bin.display(),
+        describe(&o)
+    );
+    stdout(&o)
+}
+
+// ------------------------------------------------------------ the release
+
+struct Build {
+    out: PathBuf,
+    stdout: String,
+}
+
+impl Build {
+    fn vdir(&self) -> PathBuf {
+        self.out.join(format!("download/v{VERSION}"))
+    }
+
+    fn archive(&self) -> PathBuf {
+        self.vdir().join(asset())
+    }
+
+    fn install_sh(&self) -> Vec<u8> {
+        read(&self.out.join("install.sh"))
+    }
+}
+
+fn build_release(out: &Path, target_dir: Option<&Path>) -> Build {
+    let mut cmd = Command::new("bash");
+    cmd.arg(Path::new(ROOT).join("scripts/build-release.sh"))
+        .args(["--target", TARGET, "--out"])
+        .arg(out)
+        .stdin(Stdio::null());
+    if let Some(dir) = target_dir {
+        cmd.env("CARGO_TARGET_DIR", dir);
+    }
+    let o = run(&mut cmd);
+    assert!(
+        o.status.success(),
+        "build-release.sh failed: {}",
+        describe(&o)
+    );
+    Build {
+        out: out.to_path_buf(),
+        stdout: stdout(&o),
+    }
+}
+
+/// The one build the tests share.
+fn release() -> &'static Build {
+    static BUILD: OnceLock<Build> = OnceLock::new();
+    BUILD.get_or_init(|| {
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("release-tests/shared-release");
+        let _ = fs::remove_dir_all(&out);
+        build_release(&out, None)
+    })
+}
+
+struct Entry {
+    name: String,
+    mode: u64,
+    uid: u64,
+    gid: u64,
+    mtime: u64,
+    uname: String,
+    gname: String,
+    kind: u8,
+    data: Vec<u8>,
+}
+
+fn gunzip(path: &Path) -> Vec<u8> {
+    let o = run(Command::new("gzip").arg("-dc").arg(path));
+    assert!(
+        o.status.success(),
+        "gzip -dc {}: {}",
+        path.display(),
+        describe(&o)
+    );
+    o.stdout
+}
+
+fn octal(field: &[u8]) -> u64 {
+    let text = String::from_utf8_lossy(field);
+    let text = text.trim_matches(|c: char| c == '\0' || c == ' ');
+    u64::from_str_radix(text, 8).unwrap_or_else(|e| panic!("octal field {text:?}: {e}"))
+}
+
+fn cstr(field: &[u8]) -> String {
+    let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
+    String::from_utf8_lossy(&field[..end]).into_owned()
+}
+
+/// Parses a ustar stream (the format build-release.sh writes).
+fn untar(tar: &[u8]) -> Vec<Entry> {
+    let mut entries = Vec::new();
+    let mut at = 0;
+    while at + 512 <= tar.len() {
+        let h = &tar[at..at + 512];
+        if h.iter().all(|&b| b == 0) {
+            break;
+        }
+        assert_eq!(
+            &h[257..263],
+            b"ustar\0",
+            "entry {} is not ustar",
+            entries.len()
+        );
+        let size = octal(&h[124..136]) as usize;
+        let data_at = at + 512;
+        let prefix = cstr(&h[345..500]);
+        let name = cstr(&h[0..100]);
+        entries.push(Entry {
+            name: if prefix.is_empty() {
+                name
+            } else {
+                format!("{prefix}/{name}")
+            },
+            mode: octal(&h[100..108]),
+            uid: octal(&h[108..116]),
+            gid: octal(&h[116..124]),
+            mtime: octal(&h[136..148]),
+            uname: cstr(&h[265..297]),
+            gname: cstr(&h[297..329]),
+            kind: h[156],
+            data: tar[data_at..data_at + size].to_vec(),
+        });
+        at = data_at + size.div_ceil(512) * 512;
+    }
+    entries
+}
+
+fn le(bytes: &[u8], at: usize, n: usize) -> u64 {
+    let field = bytes
+        .get(at..at + n)
+        .unwrap_or_else(|| panic!("ELF file too short for a field at {at}"));
+    field
+        .iter()
+        .rev()
+        .fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
+}
+
+/// (has a PT_INTERP program header, number of DT_NEEDED entries) of an
+/// ELF64 little-endian file. A static binary has neither.
+fn elf_dynamic_needs(elf: &[u8]) -> (bool, usize) {
+    assert_eq!(
+        elf.get(..6),
+        Some(&b"\x7fELF\x02\x01"[..]),
+        "not an ELF64 LE file"
+    );
+    let phoff = le(elf, 32, 8) as usize;
+    let phentsize = le(elf, 54, 2) as usize;
+    let phnum = le(elf, 56, 2) as usize;
+    let mut interp = false;
+    let mut needed = 0;
+    for i in 0..phnum {
+        let ph = phoff + i * phentsize;
+        match le(elf, ph, 4) {
+            3 => interp = true,
+            2 => {
+                let (off, size) = (le(elf, ph + 8, 8) as usize, le(elf, ph + 32, 8) as usize);
+                for d in (off..off + size).step_by(16) {
+                    match le(elf, d, 8) {
+                        0 => break,
+                        1 => needed += 1,
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    (interp, needed)
+}
+
+/// Builds `download/v<version>/` of a fake release whose `loopx` is a shell
+/// script printing `reports`, and serves it from `server`.
+fn serve_fake_release(server: &Server, scratch: &Path, version: &str, reports: &str) {
+    let stage = scratch.join(format!("fake-{version}"));
+    write_exe(
+        &stage.join("loopx"),
+        &format!("#!/bin/sh\necho {reports}\n"),
+    );
+    let archive = scratch.join(format!("fake-{version}.tar.gz"));
+    let o = run(Command::new("tar")
+        .arg("-czf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&stage)
+        .arg("loopx"));
+    assert!(o.status.success(), "tar: {}", describe(&o));
+    let sums = format!("{}  {}\n", sha256_hex(&archive), asset());
+    let dir = format!("/download/v{version}");
+    server.route(&format!("{dir}/{}", asset()), Response::ok(read(&archive)));
+    server.route(&format!("{dir}/SHA256SUMS"), Response::ok(sums));
+}
+
+// ---------------------------------------------------------- the installer
+
+/// One user's machine: a HOME, a TMPDIR and an environment for install.sh.
+struct Machine {
+    dir: TempDir,
+    env: Vec<(String, String)>,
+}
+
+impl Machine {
+    fn new(tag: &str, url: &str) -> Machine {
+        let dir = TempDir::new(tag);
+        for d in ["home", "tmp"] {
+            fs::create_dir_all(dir.join(d)).unwrap_or_else(|e| panic!("create {d}: {e}"));
+        }
+        let env = vec![
+            ("HOME".into(), dir.join("home").display().to_string()),
+            ("TMPDIR".into(), dir.join("tmp").display().to_string()),
+            ("PATH".into(), system_path()),
+            ("LOOPX_DOWNLOAD_URL".into(), url.to_string()),
+        ];
+        Machine { dir, env }
+    }
+
+    fn set(&mut self, key: &str, value: impl AsRef<Path>) -> &mut Machine {
+        self.env.retain(|(k, _)| k != key);
+        self.env
+            .push((key.to_string(), value.as_ref().display().to_string()));
+        self
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.join(rel)
+    }
+
+    /// Puts a `uname` answering `os` (-s) and `arch` (-m) first on PATH.
+    fn fake_platform(&mut self, os: &str, arch: &str) {
+        write_exe(
+            &self.path("fake/uname"),
+            &format!("#!/bin/sh\ncase $1 in -m) echo {arch} ;; *) echo {os} ;; esac\n"),
+        );
+        let path = format!("{}:{}", self.path("fake").display(), system_path());
+        self.set("PATH", path);
+    }
+
+    fn default_bin(&self) -> PathBuf {
+        self.path("home/.local/bin/loopx")
+    }
+
+    /// `… | sh -s -- args`: the script arrives on stdin.
+    fn install(&self, script: &[u8], args: &[&str]) -> Output {
+        self.install_with("sh", script, args)
+    }
+
+    fn install_with(&self, shell: &str, script: &[u8], args: &[&str]) -> Output {
+        // Resolved on our PATH: the child's PATH may hold only chosen tools.
+        let shell_path = which(shell).unwrap_or_else(|| panic!("`{shell}` is not installed"));
+        let mut child = Command::new(shell_path)
+            .arg("-s")
+            .arg("--")
+            .args(args)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(self.path("home"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {shell}: {e}"));
+        if let Some(mut stdin) = child.stdin.take() {
+            // A shell that exits early closes the pipe; that is its answer.
+            let _ = stdin.write_all(script);
+        }
+        child
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("wait for {shell}: {e}"))
+    }
+
+    /// install.sh cleans its temporary files on every exit path.
+    fn assert_tmp_clean(&self) {
+        let left: Vec<_> = fs::read_dir(self.path("tmp"))
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "install.sh left temp files: {left:?}");
+    }
+}
+
+fn dir_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read_dir {}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn repo_install_sh() -> Vec<u8> {
+    read(&Path::new(ROOT).join("install.sh"))
+}
+
+// ------------------------------------------------------------ build tests
+
+#[test]
+fn archive_holds_static_binary_readme_and_license() {
+    let build = release();
+    let gz = read(&build.archive());
+    // gzip -n: no file name flag, no timestamp.
+    assert_eq!(&gz[..3], b"\x1f\x8b\x08");
+    assert_eq!(gz[3] & 0x08, 0, "gzip header carries a file name");
+    assert_eq!(&gz[4..8], &[0, 0, 0, 0], "gzip header carries a timestamp");
+
+    let entries = untar(&gunzip(&build.archive()));
+    let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["LICENSE", "README.md", "loopx"]);
+    for e in &entries {
+        assert_eq!(e.kind, b'0', "{} is not a regular file", e.name);
+        assert_eq!((e.uid, e.gid), (0, 0), "{} owner", e.name);
+        assert_eq!(
+            (e.uname.as_str(), e.gname.as_str()),
+            ("", ""),
+            "{} owner names",
+            e.name
+        );
+        assert_eq!(e.mtime, entries[0].mtime, "{} mtime differs", e.name);
+        let want = if e.name == "loopx" { 0o755 } else { 0o644 };
+        assert_eq!(e.mode, want, "{} mode", e.name);
+    }
+    assert!(entries[0].mtime > 0, "mtime should be the commit time");
+    assert_eq!(entries[0].data, read(&Path::new(ROOT).join("dist/LICENSE")));
+    assert_eq!(entries[1].data, read(&Path::new(ROOT).join("README.md")));
+    let license = String::from_utf8_lossy(&entries[0].data);
+    assert!(license.starts_with("MIT License"), "{license}");
+    assert!(
+        license.contains("Copyright (c) 2026 the loopx authors"),
+        "{license}"
+    );
+
+    let binary = &entries[2].data;
+    assert_eq!(elf_dynamic_needs(binary), (false, 0), "loopx is not static");
+    assert!(
+        (binary.len() as u64) <= SIZE_LIMIT,
+        "binary is {} bytes, over {SIZE_LIMIT}",
+        binary.len()
+    );
+
+    let scratch = TempDir::new("archive");
+    let bin = scratch.join("loopx");
+    write(&bin, binary);
+    fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).expect("chmod loopx");
+    assert_eq!(version_of(&bin, &scratch.0), format!("{VERSION}\n"));
+}
+
+#[test]
+fn build_reports_the_stripped_binary_size() {
+    let build = release();
+    let entries = untar(&gunzip(&build.archive()));
+    let size = entries[2].data.len();
+    let line = build
+        .stdout
+        .lines()
+        .find(|l| l.contains(TARGET))
+        .unwrap_or_else(|| panic!("no line for {TARGET} in:\n{}", build.stdout));
+    assert!(
+        line.contains(&format!("binary {size:>8} bytes")),
+        "size {size} not reported in {line:?}"
+    );
+}
+
+#[test]
+fn sha256sums_cover_every_asset_and_latest_mirrors_the_version() {
+    let build = release();
+    let vdir = build.vdir();
+    let sums = String::from_utf8(read(&vdir.join("SHA256SUMS"))).expect("SHA256SUMS is UTF-8");
+    let mut listed = Vec::new();
+    for line in sums.lines() {
+        let (sum, name) = line
+            .split_once("  ")
+            .unwrap_or_else(|| panic!("not sha256sum format: {line:?}"));
+        assert_eq!(sum.len(), 64, "{line:?}");
+        assert_eq!(sum, sha256_hex(&vdir.join(name)), "checksum of {name}");
+        listed.push(name.to_string());
+    }
+    assert_eq!(listed, ["install.sh".to_string(), asset()]);
+    assert_eq!(
+        dir_names(&vdir),
+        ["SHA256SUMS".to_string(), "install.sh".into(), asset()]
+    );
+
+    let latest = build.out.join("latest/download");
+    assert_eq!(dir_names(&latest), dir_names(&vdir));
+    for name in dir_names(&vdir) {
+        assert_eq!(
+            read(&latest.join(&name)),
+            read(&vdir.join(&name)),
+            "latest/{name}"
+        );
+    }
+    assert_eq!(
+        build.install_sh(),
+        repo_install_sh(),
+        "dist/release/install.sh"
+    );
+    assert_eq!(read(&vdir.join("install.sh")), repo_install_sh());
+}
+
+#[test]
+fn two_builds_of_one_commit_are_byte_identical() {
+    let first = release();
+    // A second build from scratch: its own target directory and output.
+    let scratch = TempDir::new("rebuild");
+    let second = build_release(&scratch.join("out"), Some(&scratch.join("target")));
+    assert!(
+        read(&first.archive()) == read(&second.archive()),
+        "archives differ between two builds"
+    );
+    assert_eq!(
+        read(&first.vdir().join("SHA256SUMS")),
+        read(&second.vdir().join("SHA256SUMS"))
+    );
+}
+
+// -------------------------------------------------------- installer tests
+
+#[test]
+fn installs_latest_into_home_local_bin() {
+    let build = release();
+    let server = Server::serve_dir(&build.out).expect("start server");
+    let m = Machine::new("latest", &server.url());
+    let o = m.install(&build.install_sh(), &[]);
+    assert!(o.status.success(), "{}", describe(&o));
+    // ~/.local/bin did not exist: it was created.
+    assert_eq!(dir_names(&m.path("home/.local/bin")), ["loopx"]);
+    assert_eq!(
+        read(&m.default_bin()),
+        untar(&gunzip(&build.archive()))[2].data
+    );
+    let mode = fs::metadata(m.default_bin()).expect("stat loopx").mode();
+    assert_eq!(mode & 0o777, 0o755);
+    assert_eq!(
+        version_of(&m.default_bin(), &m.dir.0),
+        format!("{VERSION}\n")
+    );
+    assert!(
+        stdout(&o).contains(&format!(
+            "Installed loopx {VERSION} to {}",
+            m.default_bin().display()
+        )),
+        "{}",
+        describe(&o)
+    );
+    assert_eq!(
+        server.paths(),
+        [
+            "/latest/download/SHA256SUMS".to_string(),
+            format!("/latest/download/{}", asset())
+        ]
+    );
+    m.assert_tmp_clean();
+}
+
+#[test]
+fn pinned_version_uses_the_versioned_path_with_or_without_v() {
+    let build = release();
+    let server = Server::serve_dir(&build.out).expect("start server");
+    let pinned = format!("/download/v{VERSION}/{}", asset());
+
+    // LOOPX_VERSION=v1.2.3, and bash as the shell this time.
+    let mut m = Machine::new("pinned-env", &server.url());
+    m.set("LOOPX_VERSION", format!("v{VERSION}"));
+    let o = m.install_with("bash", &build.install_sh(), &[]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert_eq!(
+        version_of(&m.default_bin(), &m.dir.0),
+        format!("{VERSION}\n")
+    );
+    assert!(server.paths().contains(&pinned), "{:?}", server.paths());
+
+    // --version 1.2.3 wins over LOOPX_VERSION.
+    let mut m = Machine::new("pinned-flag", &server.url());
+    m.set("LOOPX_VERSION", "v9.9.9");
+    let before = server.requests().len();
+    let o = m.install(&build.install_sh(), &["--version", VERSION]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert_eq!(server.paths()[before + 1], pinned);
+
+    // A version that was never released: a clear error, nothing installed.
+    let o = m.install(&build.install_sh(), &["--version", "9.9.9"]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(
+        stderr(&o).contains("/download/v9.9.9/SHA256SUMS"),
+        "{}",
+        describe(&o)
+    );
+    assert!(
+        stderr(&o).contains("is 9.9.9 a released version?"),
+        "{}",
+        describe(&o)
+    );
+    m.assert_tmp_clean();
+}
+
+#[test]
+fn follows_redirects_like_github_latest_with_curl() {
+    let build = release();
+    let server = Server::serve_dir(&build.out).expect("start server");
+    let pinned = format!("/download/v{VERSION}");
+    // GitHub answers /latest/download/<asset> with a 302 to the tagged asset.
+    server.route(
+        "/latest/download/SHA256SUMS",
+        Response::redirect(302, &server.url_for(&format!("{pinned}/SHA256SUMS"))),
+    );
+    server.route(
+        &format!("/latest/download/{}", asset()),
+        Response::redirect(302, &format!("{pinned}/{}", asset())),
+    );
+    let m = Machine::new("redirect", &server.url());
+    let o = m.install(&build.install_sh(), &[]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert_eq!(
+        version_of(&m.default_bin(), &m.dir.0),
+        format!("{VERSION}\n")
+    );
+    assert_eq!(server.paths().len(), 4, "{:?}", server.paths());
+    let agent = server.requests()[0]
+        .header("user-agent")
+        .unwrap_or("")
+        .to_string();
+    assert!(agent.starts_with("curl/"), "downloaded with {agent:?}");
+}
+
+#[test]
+fn checksum_mismatch_installs_nothing_and_keeps_an_existing_install() {
+    let build = release();
+    let server = Server::serve_dir(&build.out).expect("start server");
+    let good = sha256_hex(&build.archive());
+    let bad: String = good
+        .chars()
+        .map(|c| if c == '0' { '1' } else { '0' })
+        .collect();
+    server.route(
+        "/latest/download/SHA256SUMS",
+        Response::ok(format!("{bad}  {}\n", asset())),
+    );
+
+    // Fresh machine: not even the install directory appears.
+    let m = Machine::new("mismatch", &server.url());
+    let o = m.install(&build.install_sh(), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    let err = stderr(&o);
+    assert!(err.contains("checksum mismatch"), "{err}");
+    assert!(err.contains(&bad) && err.contains(&good), "{err}");
+    assert!(err.contains("nothing was installed"), "{err}");
+    assert!(!m.path("home/.local").exists(), "install dir was created");
+    m.assert_tmp_clean();
+
+    // An existing install stays as it was, with nothing beside it.
+    let m = Machine::new("mismatch-existing", &server.url());
+    write_exe(&m.default_bin(), "#!/bin/sh\necho 0.0.1\n");
+    let o = m.install(&build.install_sh(), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert_eq!(read(&m.default_bin()), b"#!/bin/sh\necho 0.0.1\n");
+    assert_eq!(dir_names(&m.path("home/.local/bin")), ["loopx"]);
+    m.assert_tmp_clean();
+
+    // A listed sum that is not 64 lowercase hex digits is refused as such.
+    for sum in [&good[..63], &good.to_uppercase(), "sha256:abc"] {
+        let body = format!("{sum}  {}\n", asset());
+        server.route("/latest/download/SHA256SUMS", Response::ok(body));
+        let o = m.install(&build.install_sh(), &[]);
+        assert_eq!(o.status.code(), Some(1), "{sum}: {}", describe(&o));
+        assert!(
+            stderr(&o).contains("malformed SHA256SUMS entry"),
+            "{sum}: {}",
+            describe(&o)
+        );
+        assert_eq!(read(&m.default_bin()), b"#!/bin/sh\necho 0.0.1\n");
+    }
+}
+
+#[test]
+fn failed_or_truncated_download_keeps_an_existing_install() {
+    let build = release();
+    let server = Server::serve_dir(&build.out).expect("start server");
+    let path = format!("/latest/download/{}", asset());
+    let archive = read(&build.archive());
+    let mut truncated = format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        archive.len()
+    )
+    .into_bytes();
+    truncated.extend_from_slice(&archive[..archive.len() / 2]);
+
+    for (what, response) in [
+        ("404", Response::status(404)),
+        ("500", Response::status(500)),
+        ("truncated", Response::raw(truncated)),
+    ] {
+        server.route(&path, response);
+        let m = Machine::new("failed-download", &server.url());
+        write_exe(&m.default_bin(), "#!/bin/sh\necho 0.0.1\n");
+        let o = m.install(&build.install_sh(), &[]);
+        assert_eq!(o.status.code(), Some(1), "{what}: {}", describe(&o));
+        assert!(
+            stderr(&o).contains(&format!("could not download {}", server.url_for(&path))),
+            "{what}: {}",
+            describe(&o)
+        );
+        assert_eq!(read(&m.default_bin()), b"#!/bin/sh\necho 0.0.1\n", "{what}");
+        assert_eq!(dir_names(&m.path("home/.local/bin")), ["loopx"], "{what}");
+        m.assert_tmp_clean();
+    }
+}
+
+#[test]
+fn rerunning_upgrades_in_place() {
+    let build = release();
+    let server = Server::serve_dir(&build.out).expect("start server");
+    let m = Machine::new("upgrade", &server.url());
+    serve_fake_release(&server, &m.dir.0, "0.0.1", "0.0.1");
+    // A release whose binary reports another version is refused.
+    serve_fake_release(&server, &m.dir.0, "0.0.2", "0.0.1");
+
+    let o = m.install(&build.install_sh(), &["--version", "0.0.1"]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert_eq!(version_of(&m.default_bin(), &m.dir.0), "0.0.1\n");
+    let old_inode = fs::metadata(m.default_bin()).expect("stat").ino();
+
+    let o = m.install(&build.install_sh(), &["--version", "0.0.2"]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(
+        stderr(&o).contains("reports version '0.0.1'"),
+        "{}",
+        describe(&o)
+    );
+    assert_eq!(version_of(&m.default_bin(), &m.dir.0), "0.0.1\n");
+
+    let o = m.install(&build.install_sh(), &[]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert!(
+        stdout(&o).contains(&format!("Installed loopx {VERSION}")),
+        "{}",
+        describe(&o)
+    );
+    assert_eq!(
+        version_of(&m.default_bin(), &m.dir.0),
+        format!("{VERSION}\n")
+    );
+    // Replaced by a rename (a new file), not rewritten under a running reader.
+    assert_ne!(
+        fs::metadata(m.default_bin()).expect("stat").ino(),
+        old_inode
+    );
+    assert_eq!(dir_names(&m.path("home/.local/bin")), ["loopx"]);
+    m.assert_tmp_clean();
+}
+
+#[test]
+fn missing_install_dir_is_created_from_env_or_flag() {
+    let build = release();
+    let server = Server::serve_dir(&build.out).expect("start server");
+
+    let mut m = Machine::new("dir-env", &server.url());
+    let deep = m.path("opt/a/b/bin");
+    m.set("LOOPX_INSTALL_DIR", &deep);
+    let o = m.install(&build.install_sh(), &[]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert_eq!(
+        version_of(&deep.join("loopx"), &m.dir.0),
+        format!("{VERSION}\n")
+    );
+    assert!(!m.path("home/.local").exists());
+
+    // --dir wins over LOOPX_INSTALL_DIR, and a relative one is taken from
+    // the current directory (HOME here).
+    let o = m.install(&build.install_sh(), &["--dir", "rel/bin/"]);
+    assert!(o.status.success(), "{}", describe(&o));
+    let rel = m.path("home/rel/bin/loopx");
+    assert_eq!(version_of(&rel, &m.dir.0), format!("{VERSION}\n"));
+    assert!(
+        stdout(&o).contains(&format!("to {}\n", rel.display())),
+        "{}",
+        describe(&o)
+    );
+}
+
+#[test]
+fn path_hint_only_when_the_dir_is_not_on_path() {
+    let build = release();
+    let server = Server::serve_dir(&build.out).expect("start server");
+    let mut m = Machine::new("path-hint", &server.url());
+    let bin_dir = m.path("home/.local/bin");
+
+    let o = m.install(&build.install_sh(), &[]);
+    assert!(o.status.success(), "{}", describe(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains(&format!("{} is not on your PATH", bin_dir.display())),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("export PATH=\"{}:$PATH\"", bin_dir.display())),
+        "{out}"
+    );
+
+    let path = format!("{}:{}", bin_dir.display(), system_path());
+    m.set("PATH", &path);
+    let o = m.install(&build.install_sh(), &[]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert!(!stdout(&o).contains("not on your PATH"), "{}", describe(&o));
+    assert!(!stderr(&o).contains("comes before"), "{}", describe(&o));
+
+    // On PATH but shadowed by another loopx earlier on PATH: a warning.
+    let shadow = m.path("shadow");
+    write_exe(&shadow.join("loopx"), "#!/bin/sh\necho 0.0.0\n");
+    m.set("PATH", format!("{}:{path}", shadow.display()));
+    let o = m.install(&build.install_sh(), &[]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert!(stderr(&o).contains("comes before"), "{}", describe(&o));
+}
+
+#[test]
+fn quiet_help_and_bad_options() {
+    let build = release();
+    let server = Server::serve_dir(&build.out).expect("start server");
+    let m = Machine::new("options", &server.url());
+
+    let o = m.install(&build.install_sh(), &["-q"]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert_eq!(stdout(&o), "", "quiet printed: {}", describe(&o));
+    assert_eq!(
+        version_of(&m.default_bin(), &m.dir.0),
+        format!("{VERSION}\n")
+    );
+
+    let before = server.requests().len();
+    let o = m.install(&build.install_sh(), &["--help"]);
+    assert!(o.status.success(), "{}", describe(&o));
+    for word in [
+        "LOOPX_VERSION",
+        "LOOPX_INSTALL_DIR",
+        "LOOPX_DOWNLOAD_URL",
+        "--quiet",
+    ] {
+        assert!(
+            stdout(&o).contains(word),
+            "help lacks {word}: {}",
+            describe(&o)
+        );
+    }
+    let o = m.install(&build.install_sh(), &["--bogus"]);
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
+    assert!(stderr(&o).contains("'--bogus'"), "{}", describe(&o));
+    let o = m.install(&build.install_sh(), &["--version", "1.2.3; rm -rf /"]);
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
+    assert_eq!(
+        server.requests().len(),
+        before,
+        "help or a bad option downloaded"
+    );
+}
+
+#[test]
+fn wget_is_used_when_curl_is_absent() {
+    if which("wget").is_none() {
+        panic!(
+            "wget is not installed: this test needs it (apt-get install wget; .ci/run installs it)"
+        );
+    }
+    let build = release();
+    let server = Server::serve_dir(&build.out).expect("start server");
+    let pinned = format!("/download/v{VERSION}");
+    server.route(
+        "/latest/download/SHA256SUMS",
+        Response::redirect(302, &format!("{pinned}/SHA256SUMS")),
+    );
+    let mut m = Machine::new("wget", &server.url());
+    let tools: Vec<&str> = INSTALL_TOOLS.iter().copied().chain(["wget"]).collect();
+    let bin = tool_dir(&m.path("tools"), &tools);
+    assert!(!bin.join("curl").exists());
+    m.set("PATH", &bin);
+
+    let o = m.install(&build.install_sh(), &[]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert_eq!(
+        version_of(&m.default_bin(), &m.dir.0),
+        format!("{VERSION}\n")
+    );
+    let agents: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| r.header("user-agent").unwrap_or("").to_string())
+        .collect();
+    assert_eq!(agents.len(), 3, "{:?}", server.paths());
+    assert!(agents.iter().all(|a| a.starts_with("Wget/")), "{agents:?}");
+    m.assert_tmp_clean();
+}
+
+#[test]
+fn neither_curl_nor_wget_is_a_clear_error() {
+    let server = Server::new().expect("start server");
+    let mut m = Machine::new("no-downloader", &server.url());
+    let bin = tool_dir(&m.path("tools"), INSTALL_TOOLS);
+    m.set("PATH", &bin);
+    let o = m.install(&repo_install_sh(), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(stderr(&o).contains("need curl or wget"), "{}", describe(&o));
+    assert!(!m.path("home/.local").exists());
+    m.assert_tmp_clean();
+}
+
+#[test]
+fn unsupported_platforms_are_named() {
+    let server = Server::new().expect("start server");
+    for (os, arch, want) in [
+        (
+            "FreeBSD",
+            "x86_64",
+            "unsupported operating system 'FreeBSD'",
+        ),
+        ("MINGW64_NT-10.0", "x86_64", "on Windows use WSL"),
+        (
+            "Linux",
+            "riscv64",
+            "unsupported architecture 'riscv64' (uname -m) on Linux",
+        ),
+        ("Darwin", "ppc", "unsupported architecture 'ppc'"),
+    ] {
+        let mut m = Machine::new("platform", &server.url());
+        m.fake_platform(os, arch);
+        let o = m.install(&repo_install_sh(), &[]);
+        assert_eq!(o.status.code(), Some(1), "{os}/{arch}: {}", describe(&o));
+        assert!(stderr(&o).contains(want), "{os}/{arch}: {}", describe(&o));
+        assert!(!m.path("home/.local").exists());
+        m.assert_tmp_clean();
+    }
+    assert!(server.requests().is_empty(), "{:?}", server.paths());
+}
+
+#[test]
+fn supported_platforms_map_to_release_targets() {
+    // The mirror lists no asset, so the error names the target it looked for.
+    let server = Server::new().expect("start server");
+    server.route("/latest/download/SHA256SUMS", Response::ok(""));
+    for (os, arch, target) in [
+        ("Linux", "x86_64", "x86_64-unknown-linux-musl"),
+        ("Linux", "amd64", "x86_64-unknown-linux-musl"),
+        ("Linux", "aarch64", "aarch64-unknown-linux-musl"),
+        ("Linux", "arm64", "aarch64-unknown-linux-musl"),
+        ("Darwin", "arm64", "aarch64-apple-darwin"),
+        ("Darwin", "x86_64", "x86_64-apple-darwin"),
+    ] {
+        let mut m = Machine::new("mapping", &server.url());
+        // Linux's sysctl knows no sysctl.proc_translated: not under Rosetta.
+        m.fake_platform(os, arch);
+        let o = m.install(&repo_install_sh(), &[]);
+        assert_eq!(o.status.code(), Some(1), "{os}/{arch}: {}", describe(&o));
+        assert!(
+            stderr(&o).contains(&format!("no loopx build for {target}")),
+            "{os}/{arch}: {}",
+            describe(&o)
+        );
+    }
+}
+
+#[test]
+fn installed_binary_runs_without_node() {
+    let build = release();
+    let server = Server::serve_dir(&build.out).expect("start server");
+    let m = Machine::new("no-node", &server.url());
+    let o = m.install(&build.install_sh(), &[]);
+    assert!(o.status.success(), "{}", describe(&o));
+    // version_of runs it with an empty environment and a PATH with nothing
+    // on it, so neither node nor anything else can be found.
+    let empty = m.path("empty-path");
+    assert_eq!(
+        version_of(&m.default_bin(), &m.dir.0),
+        format!("{VERSION}\n")
+    );
+    assert_eq!(dir_names(&empty), Vec::<String>::new());
+}
+
+#[test]
+fn a_truncated_script_runs_nothing() {
+    let script = repo_install_sh();
+    let text = String::from_utf8(script.clone()).expect("install.sh is UTF-8");
+    let last = text.trim_end().lines().last().unwrap_or_default();
+    assert_eq!(last, "main \"$@\"", "the last line must be the only call");
+    let server = Server::new().expect("start server");
+    let m = Machine::new("truncated", &server.url());
+
+    // Control: the whole script does reach the server.
+    let o = m.install(&script, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    let whole = server.requests().len();
+    assert!(whole > 0, "the complete script made no request");
+
+    let body = text.trim_end().len() - last.len();
+    for i in 1..40 {
+        let cut = body * i / 40;
+        let o = m.install(&script[..cut], &[]);
+        assert_eq!(
+            server.requests().len(),
+            whole,
+            "cut at byte {cut} made a request: {}",
+            describe(&o)
+        );
+        assert!(
+            !m.path("home/.local").exists(),
+            "cut at byte {cut} created a dir"
+        );
+        m.assert_tmp_clean();
+    }
+}
+
+#[test]
+fn scripts_are_posix_and_shellcheck_clean() {
+    let install = Path::new(ROOT).join("install.sh");
+    for shell in ["dash", "bash"] {
+        if which(shell).is_none() {
+            panic!("`{shell}` is not installed; this test needs it");
+        }
+        let o = run(Command::new(shell).arg("-n").arg(&install));
+        assert!(
+            o.status.success(),
+            "{shell} -n install.sh: {}",
+            describe(&o)
+        );
+    }
+    if which("shellcheck").is_none() {
+        panic!("shellcheck is not installed: apt-get install shellcheck (.ci/run installs it)");
+    }
+    let o = run(Command::new("shellcheck").args(["-s", "sh"]).arg(&install));
+    assert!(
+        o.status.success(),
+        "shellcheck install.sh: {}",
+        describe(&o)
+    );
+    let build = Path::new(ROOT).join("scripts/build-release.sh");
+    let o = run(Command::new("shellcheck").arg(&build));
+    assert!(
+        o.status.success(),
+        "shellcheck build-release.sh: {}",
+        describe(&o)
+    );
+    let o = run(Command::new("bash").arg(&build).arg("--help"));
+    assert!(
+        o.status.success() && stdout(&o).contains("--target"),
+        "{}",
+        describe(&o)
+    );
+}
+
+#[test]
+fn release_workflow_builds_every_target_with_the_same_script() {
+    let wf = String::from_utf8(read(&Path::new(ROOT).join(".github/workflows/release.yml")))
+        .expect("release.yml is UTF-8");
+    assert!(
+        wf.contains("- \"v*\"") || wf.contains("- 'v*'"),
+        "no v* tag trigger"
+    );
+    for target in [
+        "x86_64-unknown-linux-musl",
+        "aarch64-unknown-linux-musl",
+        "x86_64-apple-darwin",
+        "aarch64-apple-darwin",
+    ] {
+        assert!(wf.contains(target), "release.yml does not build {target}");
+    }
+    assert!(
+        wf.contains("scripts/build-release.sh --target"),
+        "build jobs"
+    );
+    assert!(
+        wf.contains("scripts/build-release.sh --assemble"),
+        "publish job"
+    );
+}
