@@ -2,6 +2,7 @@
 //! concern lives in its own module.
 
 mod cli;
+mod delegate;
 mod discovery;
 mod engine;
 mod env;
@@ -14,6 +15,7 @@ mod install;
 mod json;
 mod names;
 mod output;
+mod package_json;
 mod process;
 mod runtime;
 #[allow(dead_code)]
@@ -40,7 +42,10 @@ fn main() {
 }
 
 fn dispatch() -> Result<(), Error> {
-    match cli::parse(std::env::args_os().skip(1).collect())? {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    // §3.2: delegation happens before any command parsing.
+    delegate::maybe_delegate(&args);
+    match cli::parse(args)? {
         Command::TopHelp => print_stdout(help::TOP),
         Command::Version => print_stdout(concat!(env!("CARGO_PKG_VERSION"), "\n")),
         Command::Output(out) => print_stdout(&(output::to_json(&out) + "\n")),

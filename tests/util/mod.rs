@@ -44,7 +44,11 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         // Undo permission changes tests make so cleanup can proceed.
-        let _ = Command::new("chmod").arg("-R").arg("u+rwx").arg(&self.0).status();
+        let _ = Command::new("chmod")
+            .arg("-R")
+            .arg("u+rwx")
+            .arg(&self.0)
+            .status();
         let _ = fs::remove_dir_all(&self.0);
     }
 }
@@ -153,7 +157,8 @@ pub fn isolate(cmd: &mut Command, home: &Path) {
             cmd.env_remove(k);
         }
     }
-    cmd.env("HOME", home).env("XDG_CONFIG_HOME", home.join(".config"));
+    cmd.env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"));
 }
 
 /// A configured invocation.
@@ -189,7 +194,11 @@ impl Run {
         self.cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .stdin(if self.stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+            .stdin(if self.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            });
         let mut child = self.cmd.spawn().expect("spawn loopx");
         if let Some(data) = self.stdin.take() {
             let mut w = child.stdin.take().expect("stdin");
@@ -273,7 +282,11 @@ impl Outcome {
 
     #[track_caller]
     pub fn stdout_is(&self, expected: &str) -> &Outcome {
-        assert_eq!(self.stdout, expected, "stdout\n--- stderr:\n{}", self.stderr);
+        assert_eq!(
+            self.stdout, expected,
+            "stdout\n--- stderr:\n{}",
+            self.stderr
+        );
         self
     }
 
@@ -303,6 +316,12 @@ impl Outcome {
     }
 
     #[track_caller]
+    pub fn stderr_is_empty(&self) -> &Outcome {
+        assert_eq!(self.stderr, "", "stderr should be empty");
+        self
+    }
+
+    #[track_caller]
     pub fn stdout_has(&self, needle: &str) -> &Outcome {
         assert!(
             self.stdout.contains(needle),
@@ -317,7 +336,12 @@ impl Outcome {
     pub fn usage_error(&self, needle: &str, help: &str) -> &Outcome {
         self.failure().stdout_empty().stderr_has(needle);
         let lines: Vec<&str> = self.stderr.lines().collect();
-        assert_eq!(lines.len(), 2, "usage error is message + hint:\n{}", self.stderr);
+        assert_eq!(
+            lines.len(),
+            2,
+            "usage error is message + hint:\n{}",
+            self.stderr
+        );
         assert!(lines[0].starts_with("loopx: error: "), "{}", self.stderr);
         assert_eq!(lines[1], format!("hint: see '{help}'"));
         self

@@ -1,0 +1,61 @@
+//! Reading a `package.json`: the project root's for delegation (§3.2) and a
+//! workflow's for its loopx version range (§3.2, §10.6).
+
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use crate::json::{self, Value};
+
+/// The outcome of reading a package.json; each failure mode of §3.2 is
+/// distinct because each gets its own warning (or none).
+pub enum PackageJson {
+    Missing,
+    Unreadable(io::Error),
+    InvalidJson,
+    Parsed(Value),
+}
+
+pub fn read(path: &Path) -> PackageJson {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return PackageJson::Missing,
+        Err(e) => return PackageJson::Unreadable(e),
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    // npm tolerates a UTF-8 byte order mark in package.json; so do we.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    match json::parse(text) {
+        Some(v) => PackageJson::Parsed(v),
+        None => PackageJson::InvalidJson,
+    }
+}
+
+/// The value declared for dependency `name` in `field` (e.g.
+/// "devDependencies"), when that field is an object that has it.
+pub fn dependency<'a>(pkg: &'a Value, field: &str, name: &str) -> Option<&'a Value> {
+    match pkg.get(field)? {
+        deps @ Value::Object(_) => deps.get(name),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> Value {
+        json::parse(text).expect("valid JSON")
+    }
+
+    #[test]
+    fn dependency_lookup_needs_an_object_field() {
+        let pkg = parsed(r#"{"dependencies":{"loopx":"^1"},"devDependencies":["loopx"]}"#);
+        assert!(matches!(
+            dependency(&pkg, "dependencies", "loopx"),
+            Some(Value::String(s)) if s == "^1"
+        ));
+        assert!(dependency(&pkg, "devDependencies", "loopx").is_none());
+        assert!(dependency(&pkg, "optionalDependencies", "loopx").is_none());
+    }
+}

@@ -1,0 +1,125 @@
+//! §3.2 project-root delegation, with a stand-in local loopx that reports
+//! how it was called.
+
+mod util;
+
+use std::os::unix::fs::PermissionsExt;
+use util::*;
+
+/// A fake `node_modules/.bin/loopx` that prints its arguments and
+/// LOOPX_DELEGATED, and exits with code 7.
+fn local_loopx(p: &Project) {
+    p.file(
+        "node_modules/.bin/loopx",
+        "#!/bin/sh\necho \"local loopx: $* delegated=${LOOPX_DELEGATED-unset}\"\nexit 7\n",
+    );
+    let path = p.path("node_modules/.bin/loopx");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+#[test]
+fn declared_local_loopx_runs_with_same_arguments_and_its_exit_status() {
+    for field in ["dependencies", "devDependencies", "optionalDependencies"] {
+        let p = Project::bare();
+        p.file(
+            "package.json",
+            &format!(r#"{{"{field}": {{"loopx": "^0.1.0"}}}}"#),
+        );
+        local_loopx(&p);
+        p.loopx(&["run", "-n", "3", "ralph"])
+            .run()
+            .code(7)
+            .stdout_is("local loopx: run -n 3 ralph delegated=1\n");
+    }
+}
+
+#[test]
+fn delegation_happens_before_command_parsing() {
+    let p = Project::bare();
+    p.file("package.json", r#"{"devDependencies": {"loopx": "*"}}"#);
+    local_loopx(&p);
+    // Not a valid command for this loopx, but the local one decides.
+    p.loopx(&["frobnicate", "--x"])
+        .run()
+        .code(7)
+        .stdout_is("local loopx: frobnicate --x delegated=1\n");
+    p.loopx(&["version"]).run().code(7);
+}
+
+#[test]
+fn loopx_delegated_set_skips_delegation_even_when_empty() {
+    let p = Project::bare();
+    p.file("package.json", r#"{"dependencies": {"loopx": "1"}}"#);
+    local_loopx(&p);
+    for value in ["1", ""] {
+        p.loopx(&["version"])
+            .env("LOOPX_DELEGATED", value)
+            .run()
+            .success()
+            .stdout_is(&format!("{}\n", env!("CARGO_PKG_VERSION")));
+    }
+}
+
+#[test]
+fn no_package_json_means_no_delegation_and_no_warning() {
+    let p = Project::bare();
+    local_loopx(&p);
+    p.loopx(&["version"]).run().success().stderr_is_empty();
+}
+
+#[test]
+fn undeclared_local_binary_is_not_used() {
+    let p = Project::bare();
+    p.file(
+        "package.json",
+        r#"{"name": "app", "peerDependencies": {"loopx": "1"}}"#,
+    );
+    local_loopx(&p);
+    p.loopx(&["version"]).run().success().stderr_is_empty();
+}
+
+#[test]
+fn declared_but_missing_binary_warns_and_runs_global() {
+    let p = Project::bare();
+    p.file("package.json", r#"{"devDependencies": {"loopx": "1"}}"#);
+    p.loopx(&["version"])
+        .run()
+        .success()
+        .stdout_is(&format!("{}\n", env!("CARGO_PKG_VERSION")))
+        .stderr_has("node_modules/.bin/loopx")
+        .stderr_has("npm install");
+}
+
+#[test]
+fn invalid_package_json_warns_and_runs_global() {
+    let p = Project::bare();
+    p.file("package.json", "{\"devDependencies\": {\"loopx\": \"1\"},}");
+    local_loopx(&p);
+    p.loopx(&["version"])
+        .run()
+        .success()
+        .stderr_has("package.json is not valid JSON");
+}
+
+#[test]
+fn unreadable_package_json_warns_and_runs_global() {
+    let p = Project::bare();
+    // A directory cannot be read as a file, even by root.
+    p.dir("package.json");
+    local_loopx(&p);
+    p.loopx(&["version"])
+        .run()
+        .success()
+        .stderr_has("cannot read package.json");
+}
+
+#[test]
+fn only_the_invocation_cwd_counts_not_its_ancestors() {
+    let p = Project::bare();
+    p.file("package.json", r#"{"devDependencies": {"loopx": "1"}}"#);
+    local_loopx(&p);
+    p.dir("sub");
+    let mut run = p.loopx(&["version"]);
+    run.cmd.current_dir(p.path("sub"));
+    run.run().success().stderr_is_empty();
+}
