@@ -19,13 +19,23 @@ pub enum Command {
     TopHelp,
     Version,
     Output(Output),
-    EnvSet { name: String, value: String },
-    EnvRemove { name: String },
+    EnvSet {
+        name: String,
+        value: String,
+    },
+    EnvRemove {
+        name: String,
+    },
     EnvList,
     RunHelp,
     Run(RunArgs),
     InstallHelp,
     Install(InstallArgs),
+    /// The internal machine mode of the JS API (api.rs); never in help.
+    Api {
+        protocol: String,
+        args: RunArgs,
+    },
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -73,6 +83,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Command, Error> {
         "output" => parse_output(rest),
         "env" => parse_env(rest),
         "install" => parse_install(rest),
+        "__api" => parse_api(rest),
         "-n" | "-e" => Err(Error::usage(
             format!("'{first}' is an option of 'loopx run', not of loopx itself: loopx run {first} <value> <workflow>"),
             RUN_HELP,
@@ -179,6 +190,16 @@ fn parse_run(rest: Vec<OsString>) -> Result<Command, Error> {
         max_iterations,
         env_file: e.map(PathBuf::from),
     }))
+}
+
+/// `__api <protocol> <run options and target>`: the run grammar, minus help.
+fn parse_api(rest: Vec<OsString>) -> Result<Command, Error> {
+    let mut rest = rest.into_iter();
+    let protocol = rest.next().map(lossy).unwrap_or_default();
+    match parse_run(rest.collect())? {
+        Command::Run(args) => Ok(Command::Api { protocol, args }),
+        _ => Err(Error::usage("the API channel does not take -h", TOP_HELP)),
+    }
 }
 
 /// `-n` takes a non-negative decimal integer (§4.2).

@@ -138,8 +138,26 @@ pub fn prepare(
     Ok((d, vars))
 }
 
-/// `loopx run <target>`.
-pub fn run(args: &RunArgs) -> Result<(), Error> {
+/// Who sees each iteration's output. The CLI ignores it (§7.1: results are
+/// never printed); the programmatic API reports it and paces the loop (§9).
+pub trait Observer {
+    /// Called after every iteration. `last` tells that the loop ends after
+    /// this output (stop or the -n limit). Returns false when the consumer
+    /// wants no further iteration: the loop then ends quietly.
+    fn output(&mut self, out: &Output, last: bool, signals: &mut Signals) -> Result<bool, Error>;
+}
+
+/// The CLI's observer: nothing to report, never pauses.
+pub struct Cli;
+
+impl Observer for Cli {
+    fn output(&mut self, _: &Output, _: bool, _: &mut Signals) -> Result<bool, Error> {
+        Ok(true)
+    }
+}
+
+/// `loopx run <target>` (and the API's machine mode through `observer`).
+pub fn run(args: &RunArgs, observer: &mut dyn Observer) -> Result<(), Error> {
     let mut signals =
         Signals::install().map_err(|e| Error::io("cannot install signal handlers", e))?;
     process::become_subreaper();
@@ -190,8 +208,9 @@ pub fn run(args: &RunArgs) -> Result<(), Error> {
         iterations += 1;
         let out = output::parse(stdout);
         // §2.3: stop beats goto; §7.1 step 10: the -n limit ends the loop
-        // after the final output.
-        if out.stop || args.max_iterations.is_some_and(|max| iterations >= max) {
+        // after the final output, which is still observed.
+        let last = out.stop || args.max_iterations.is_some_and(|max| iterations >= max);
+        if !observer.output(&out, last, &mut signals)? || last {
             return Ok(());
         }
         (current, stdin) = next(&d, start, &current, out)?;

@@ -91,6 +91,11 @@ pub enum Error {
     },
     /// `loopx install`, until it is implemented.
     InstallUnavailable,
+    /// Already reported through the API channel (api.rs); only the exit
+    /// code remains.
+    Reported {
+        code: i32,
+    },
     /// stdout was closed under us (e.g. `loopx env list | head -0`).
     StdoutClosed,
     /// loopx was interrupted by a signal: exit 128 + N (§7.3).
@@ -124,6 +129,7 @@ impl Error {
         match self {
             Error::Interrupted { signal } => 128 + signal,
             Error::StdoutClosed => 128 + libc::SIGPIPE,
+            Error::Reported { code } => *code,
             _ => 1,
         }
     }
@@ -131,7 +137,10 @@ impl Error {
     /// Whether to print anything: an interrupted loop exits quietly with its
     /// signal code, as shells do.
     pub fn is_silent(&self) -> bool {
-        matches!(self, Error::Interrupted { .. } | Error::StdoutClosed)
+        matches!(
+            self,
+            Error::Interrupted { .. } | Error::StdoutClosed | Error::Reported { .. }
+        )
     }
 }
 
@@ -252,6 +261,7 @@ impl fmt::Display for Error {
                  hint: copy or clone the workflow into .loopx/<name>/ by hand",
             ),
             Error::StdoutClosed => f.write_str("stdout is closed"),
+            Error::Reported { code } => write!(f, "failed with exit code {code}"),
             Error::Interrupted { signal } => {
                 write!(f, "interrupted by {}", signal_name(*signal))
             }

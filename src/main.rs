@@ -1,6 +1,7 @@
 //! loopx: loop scripts that drive agent CLIs. `main` only dispatches; each
 //! concern lives in its own module.
 
+mod api;
 mod cli;
 mod delegate;
 mod discovery;
@@ -57,7 +58,8 @@ fn dispatch() -> Result<(), Error> {
                 .map_err(|e| Error::io("cannot determine the current directory", e))?;
             print_stdout(&help::run_help(&root))
         }
-        Command::Run(args) => engine::run(&args),
+        Command::Run(args) => engine::run(&args, &mut engine::Cli),
+        Command::Api { protocol, args } => api::run(&protocol, &args),
         Command::InstallHelp => print_stdout(help::INSTALL),
         Command::Install(_) => Err(Error::InstallUnavailable),
     }

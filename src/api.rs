@@ -1,0 +1,148 @@
+//! The machine mode behind the JavaScript `run()` / `runPromise()` (§9).
+//! It is internal: not in any help text, only spoken by dist/npm's api.js,
+//! and versioned so a mismatched binary is detected with a clear error.
+//!
+//! Invocation: `loopx __api <protocol> [-n <count>] [-e <abs path>] -- <target>`
+//! with the project root as cwd. The options are those of `loopx run`.
+//!
+//! The binary's stdout is the channel to the JS side (scripts' stdout is
+//! captured, so nothing else writes there); stderr passes through as in the
+//! CLI. Each message is one JSON object on one line:
+//!
+//! - `{"type":"output","output":{...}}` after each iteration, `output` as
+//!   `JSON.stringify` writes an Output (§2.3).
+//! - `{"type":"done"}` when the loop ended normally (stop, the -n limit, or
+//!   the consumer stopped asking).
+//! - `{"type":"error","message":"...","exitCode":N}` when it failed; the
+//!   message is the CLI's wording, and nothing is printed to stderr for it.
+//! - `{"type":"protocol","supported":"1","version":"x.y.z"}` when the
+//!   requested protocol is not this binary's; then it exits with code 1.
+//!
+//! After an output that is not the last, the binary starts nothing until it
+//! reads a line `next` on stdin: the loop is pulled by the consumer. EOF on
+//! stdin means the consumer is gone (`break`, `return()`): the loop ends
+//! quietly with `done`. SIGTERM behaves as in the CLI (forwarded to the
+//! script's group, SIGKILL after the grace period), which is how the JS side
+//! cancels a running script.
+
+use std::io::{self, Write};
+
+use crate::cli::RunArgs;
+use crate::engine::{self, Observer};
+use crate::error::Error;
+use crate::json::write_json_string;
+use crate::output::{self, Output};
+use crate::signals::Signals;
+
+pub const PROTOCOL: &str = "1";
+
+fn send(line: &str) -> Result<(), Error> {
+    let mut out = io::stdout().lock();
+    out.write_all(line.as_bytes())
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush())
+        .map_err(|e| Error::io("cannot write to the API channel", e))
+}
+
+struct Api;
+
+/// Waits for the consumer's next request. Ok(false) on EOF.
+fn wait_for_next(signals: &mut Signals) -> Result<bool, Error> {
+    let mut line = Vec::new();
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: 0,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: signals.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two valid pollfds.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if r < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(Error::io("waiting on the API channel", err));
+            }
+        }
+        signals.drain();
+        if let Some(signal) = signals.interrupted() {
+            return Err(Error::Interrupted { signal });
+        }
+        if fds[0].revents == 0 {
+            continue;
+        }
+        let mut byte = [0u8; 1];
+        // SAFETY: reading one byte into a stack buffer.
+        let n = unsafe { libc::read(0, byte.as_mut_ptr().cast(), 1) };
+        match n {
+            0 => return Ok(false),
+            n if n < 0 => {
+                let err = io::Error::last_os_error();
+                if err.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(Error::io("reading the API channel", err));
+            }
+            _ if byte[0] == b'\n' => {
+                return if line == b"next" {
+                    Ok(true)
+                } else {
+                    Err(Error::io(
+                        "unexpected request on the API channel",
+                        io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            String::from_utf8_lossy(&line).into_owned(),
+                        ),
+                    ))
+                };
+            }
+            _ => line.push(byte[0]),
+        }
+    }
+}
+
+impl Observer for Api {
+    fn output(&mut self, out: &Output, last: bool, signals: &mut Signals) -> Result<bool, Error> {
+        send(&format!(
+            "{{\"type\":\"output\",\"output\":{}}}",
+            output::to_json(out)
+        ))?;
+        if last {
+            return Ok(true);
+        }
+        wait_for_next(signals)
+    }
+}
+
+/// Runs the machine mode; every outcome is reported on the channel, so the
+/// returned error (if any) is silent and only carries the exit code.
+pub fn run(protocol: &str, args: &RunArgs) -> Result<(), Error> {
+    if protocol != PROTOCOL {
+        let mut msg = String::from("{\"type\":\"protocol\",\"supported\":");
+        write_json_string(&mut msg, PROTOCOL);
+        msg.push_str(",\"version\":");
+        write_json_string(&mut msg, env!("CARGO_PKG_VERSION"));
+        msg.push('}');
+        send(&msg)?;
+        return Err(Error::Reported { code: 1 });
+    }
+    match engine::run(args, &mut Api) {
+        Ok(()) => send("{\"type\":\"done\"}"),
+        Err(err) => {
+            let mut msg = String::from("{\"type\":\"error\",\"message\":");
+            write_json_string(&mut msg, &err.to_string());
+            msg.push_str(&format!(",\"exitCode\":{}}}", err.exit_code()));
+            // If the channel itself is gone there is no one left to tell.
+            let _ = send(&msg);
+            Err(Error::Reported {
+                code: err.exit_code(),
+            })
+        }
+    }
+}
