@@ -184,6 +184,12 @@ impl Run {
         self
     }
 
+    /// Runs in `dir` instead of the project root.
+    pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Run {
+        self.cmd.current_dir(dir.as_ref());
+        self
+    }
+
     pub fn timeout(mut self, t: Duration) -> Run {
         self.timeout = t;
         self
