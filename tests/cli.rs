@@ -1,0 +1,762 @@
+//! The command-line grammar against the real binary: `run` targets and
+//! options (§4.1, §4.2), `version` and `output` (§4.3), the three help forms
+//! (§11) and the exit codes and usage errors (§12).
+
+mod util;
+
+use std::io::ErrorKind;
+use std::net::TcpListener;
+
+use util::*;
+
+const STOP: &str = r#"{"stop":true}"#;
+const TOP_HELP: &str = "loopx --help";
+const RUN_HELP: &str = "loopx run --help";
+const INSTALL_HELP: &str = "loopx install --help";
+
+/// `.loopx/ralph/` with `index` and `check-ready`, each logging its name and
+/// stopping the loop.
+fn ralph() -> Project {
+    let p = Project::new();
+    p.script("ralph", "index.sh", &logging_script("ralph:index", STOP))
+        .script(
+            "ralph",
+            "check-ready.sh",
+            &logging_script("ralph:check-ready", STOP),
+        );
+    p
+}
+
+/// Adds a workflow whose discovery produces a collision: any command that
+/// discovers prints about it, so a silent stderr proves no discovery ran.
+fn break_discovery(p: &Project) {
+    p.script("broken", "check.sh", "")
+        .script("broken", "check.ts", "");
+}
+
+fn log(p: &Project) -> String {
+    if p.exists("log") {
+        p.read("log")
+    } else {
+        String::new()
+    }
+}
+
+/// Whether some line of `text` starts (after indentation) with `word`
+/// followed by a space or the end of the line.
+fn lists_command(text: &str, word: &str) -> bool {
+    text.lines().any(|l| {
+        let l = l.trim_start();
+        l == word || l.starts_with(&format!("{word} "))
+    })
+}
+
+fn top_help() -> String {
+    let o = Project::bare().loopx(&["--help"]).run();
+    o.success();
+    o.stdout
+}
+
+fn run_help(p: &Project) -> String {
+    let o = p.loopx(&["run", "--help"]).run();
+    o.success();
+    o.stdout
+}
+
+// ---------------------------------------------------------------- §4.1
+
+#[test]
+fn run_bare_workflow_runs_its_index_script() {
+    let p = ralph();
+    p.loopx(&["run", "ralph"]).run().success().stdout_empty();
+    assert_eq!(log(&p), "ralph:index\n");
+}
+
+#[test]
+fn run_workflow_colon_script_runs_that_script() {
+    let p = ralph();
+    p.loopx(&["run", "ralph:check-ready"])
+        .run()
+        .success()
+        .stdout_empty();
+    assert_eq!(log(&p), "ralph:check-ready\n");
+}
+
+#[test]
+fn run_workflow_colon_index_is_the_same_as_the_bare_workflow() {
+    let p = ralph();
+    p.loopx(&["run", "ralph:index"]).run().success();
+    p.loopx(&["run", "ralph"]).run().success();
+    assert_eq!(log(&p), "ralph:index\nralph:index\n");
+}
+
+#[test]
+fn run_without_target_is_a_usage_error_without_discovery() {
+    // In a project whose .loopx/ would fail validation and in one without
+    // .loopx/: the missing target is reported, nothing about .loopx/.
+    let broken = ralph();
+    break_discovery(&broken);
+    let bare = Project::bare();
+    for p in [&broken, &bare] {
+        for args in [&["run"][..], &["run", "-n", "5"], &["run", "-e", "x.env"]] {
+            p.loopx(args)
+                .run()
+                .usage_error("target", RUN_HELP)
+                .stderr_lacks("check")
+                .stderr_lacks(".loopx");
+        }
+    }
+    assert_eq!(log(&broken), "");
+}
+
+#[test]
+fn run_with_more_than_one_positional_is_a_usage_error() {
+    let p = ralph();
+    p.loopx(&["run", "ralph", "bar"])
+        .run()
+        .usage_error("bar", RUN_HELP)
+        .stderr_has("ralph");
+    p.loopx(&["run", "-n", "1", "ralph", "ralph:check-ready"])
+        .run()
+        .usage_error("ralph:check-ready", RUN_HELP);
+    assert_eq!(log(&p), "");
+}
+
+#[test]
+fn bare_loopx_shows_top_level_help_without_discovery() {
+    let p = ralph();
+    break_discovery(&p);
+    let o = p.loopx(&[]).run();
+    o.success().stderr_is_empty().stdout_is(&top_help());
+    assert_eq!(log(&p), "");
+}
+
+#[test]
+fn unknown_subcommand_is_a_usage_error() {
+    let p = Project::bare();
+    p.loopx(&["foo"]).run().usage_error("'foo'", TOP_HELP);
+    p.loopx(&["foo", "ralph", "-n", "1"])
+        .run()
+        .usage_error("'foo'", TOP_HELP);
+}
+
+#[test]
+fn workflow_name_in_subcommand_position_is_not_run_implicitly() {
+    let p = ralph();
+    p.loopx(&["ralph"]).run().usage_error("'ralph'", TOP_HELP);
+    p.loopx(&["ralph:index"])
+        .run()
+        .usage_error("'ralph:index'", TOP_HELP);
+    assert_eq!(log(&p), "");
+}
+
+#[test]
+fn unknown_subcommand_followed_by_help_flag_is_an_error_not_help() {
+    let p = Project::bare();
+    p.loopx(&["foo", "-h"]).run().usage_error("'foo'", TOP_HELP);
+    p.loopx(&["foo", "--help"])
+        .run()
+        .usage_error("'foo'", TOP_HELP);
+}
+
+#[test]
+fn run_default_runs_the_workflow_named_default() {
+    let p = Project::new();
+    p.script(
+        "default",
+        "index.sh",
+        &logging_script("default:index", STOP),
+    );
+    p.loopx(&["run", "default"]).run().success().stdout_empty();
+    assert_eq!(log(&p), "default:index\n");
+}
+
+#[test]
+fn workflows_named_like_subcommands_run_the_workflow() {
+    let p = Project::new();
+    let names = ["version", "run", "output", "env", "install"];
+    for name in names {
+        p.script(name, "index.sh", &logging_script(name, STOP));
+    }
+    for name in names {
+        p.loopx(&["run", name]).run().success().stdout_empty();
+    }
+    assert_eq!(log(&p), "version\nrun\noutput\nenv\ninstall\n");
+}
+
+// ---------------------------------------------------------------- §4.2 top level
+
+#[test]
+fn top_level_help_flags_print_top_help_without_discovery() {
+    let p = ralph();
+    break_discovery(&p);
+    let expected = top_help();
+    for args in [&["-h"][..], &["--help"]] {
+        p.loopx(args)
+            .run()
+            .success()
+            .stderr_is_empty()
+            .stdout_is(&expected);
+    }
+}
+
+#[test]
+fn top_level_help_wins_over_everything_after_it() {
+    let p = ralph();
+    break_discovery(&p);
+    let expected = top_help();
+    for args in [
+        &["-h", "run", "ralph"][..],
+        &["--help", "run", "ralph"],
+        &["-h", "run", "-h"],
+        &["-h", "foo"],
+        &["-h", "--unknown"],
+        &["-h", "-n", "5", "ralph"],
+        &["--help", "install"],
+        &["-h", "version"],
+    ] {
+        // Top-level help, not run help, and no discovery (the collision in
+        // `broken` would otherwise be reported).
+        p.loopx(args)
+            .run()
+            .success()
+            .stderr_is_empty()
+            .stdout_is(&expected);
+    }
+    assert_eq!(log(&p), "");
+}
+
+#[test]
+fn unknown_top_level_flag_is_a_usage_error() {
+    let p = ralph();
+    p.loopx(&["--unknown"])
+        .run()
+        .usage_error("--unknown", TOP_HELP);
+    p.loopx(&["--unknown", "run", "ralph"])
+        .run()
+        .usage_error("--unknown", TOP_HELP);
+    p.loopx(&["-x"]).run().usage_error("-x", TOP_HELP);
+    assert_eq!(log(&p), "");
+}
+
+#[test]
+fn top_level_n_is_a_usage_error() {
+    let p = ralph();
+    p.loopx(&["-n", "5", "ralph"])
+        .run()
+        .usage_error("-n", RUN_HELP);
+    assert_eq!(log(&p), "");
+}
+
+#[test]
+fn top_level_e_is_a_usage_error() {
+    let p = ralph();
+    p.file(".env", "X=1\n");
+    p.loopx(&["-e", ".env", "ralph"])
+        .run()
+        .usage_error("-e", RUN_HELP);
+    assert_eq!(log(&p), "");
+}
+
+// ---------------------------------------------------------------- §4.2 run options
+
+/// `.loopx/tick/index.sh`: logs `tick` and never stops on its own.
+fn ticking() -> Project {
+    let p = Project::new();
+    p.script("tick", "index.sh", &logging_script("tick", ""));
+    p
+}
+
+#[test]
+fn run_options_and_target_may_appear_in_any_order() {
+    for args in [
+        &["run", "-n", "2", "tick"][..],
+        &["run", "tick", "-n", "2"],
+        &["run", "-n2", "tick"],
+        &["run", "-e", "vars.env", "tick", "-n", "2"],
+        &["run", "tick", "-n", "2", "-e", "vars.env"],
+    ] {
+        let p = ticking();
+        p.file("vars.env", "X=1\n");
+        p.loopx(args).run().success().stdout_empty();
+        assert_eq!(log(&p), "tick\ntick\n", "{args:?}");
+    }
+}
+
+#[test]
+fn run_e_option_value_is_the_env_file_to_load() {
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        "echo \"$FROM_FILE\" >> \"$LOOPX_PROJECT_ROOT/log\"\nprintf '{\"stop\":true}'\n",
+    );
+    p.file("local.env", "FROM_FILE=hello\n");
+    p.loopx(&["run", "w", "-e", "local.env"]).run().success();
+    assert_eq!(log(&p), "hello\n");
+}
+
+#[test]
+fn run_n_zero_validates_the_target_but_runs_nothing() {
+    let p = ticking();
+    p.loopx(&["run", "-n", "0", "tick"])
+        .run()
+        .success()
+        .stdout_empty();
+    assert_eq!(log(&p), "");
+    // Validation still happens.
+    p.loopx(&["run", "-n", "0", "nope"])
+        .run()
+        .failure()
+        .stdout_empty()
+        .stderr_has("'nope'");
+}
+
+#[test]
+fn run_n_accepts_non_negative_integers() {
+    let p = ticking();
+    p.loopx(&["run", "-n", "3", "tick"]).run().success();
+    assert_eq!(log(&p), "tick\ntick\ntick\n");
+}
+
+#[test]
+fn run_n_rejects_negative_and_non_integer_values() {
+    let p = ticking();
+    for bad in ["-1", "1.5", "abc", "", "1e3", "0x10", " 5", "5 ", "five"] {
+        p.loopx(&["run", "-n", bad, "tick"])
+            .run()
+            .usage_error(&format!("'{bad}'"), RUN_HELP)
+            .stderr_has("-n");
+    }
+    assert_eq!(log(&p), "");
+}
+
+#[test]
+fn run_n_without_a_value_is_a_usage_error() {
+    let p = ticking();
+    p.loopx(&["run", "tick", "-n"])
+        .run()
+        .usage_error("-n", RUN_HELP);
+    p.loopx(&["run", "tick", "-e"])
+        .run()
+        .usage_error("-e", RUN_HELP);
+    assert_eq!(log(&p), "");
+}
+
+#[test]
+fn duplicate_n_in_run_is_a_usage_error() {
+    let p = ticking();
+    for args in [
+        &["run", "-n", "5", "-n", "10", "tick"][..],
+        &["run", "-n", "1", "tick", "-n", "1"],
+    ] {
+        p.loopx(args).run().usage_error("-n", RUN_HELP);
+    }
+    assert_eq!(log(&p), "");
+}
+
+#[test]
+fn duplicate_e_in_run_is_a_usage_error() {
+    let p = ticking();
+    p.file("a.env", "A=1\n").file("b.env", "B=1\n");
+    p.loopx(&["run", "-e", "a.env", "-e", "b.env", "tick"])
+        .run()
+        .usage_error("-e", RUN_HELP);
+    assert_eq!(log(&p), "");
+}
+
+#[test]
+fn unknown_run_flag_is_a_usage_error() {
+    let p = ticking();
+    for (args, flag) in [
+        (&["run", "--unknown", "tick"][..], "--unknown"),
+        (&["run", "tick", "--unknown"], "--unknown"),
+        (&["run", "-x", "tick"], "-x"),
+        (&["run", "--n", "1", "tick"], "--n"),
+    ] {
+        p.loopx(args).run().usage_error(flag, RUN_HELP);
+    }
+    assert_eq!(log(&p), "");
+}
+
+#[test]
+fn run_usage_errors_come_before_discovery() {
+    // Neither a missing .loopx/ nor an invalid one is reported: the command
+    // line is rejected first.
+    let bare = Project::bare();
+    let broken = Project::new();
+    break_discovery(&broken);
+    for p in [&bare, &broken] {
+        for (args, needle) in [
+            (&["run", "--unknown", "tick"][..], "--unknown"),
+            (&["run", "-n", "5", "-n", "10", "tick"], "-n"),
+            (&["run", "-n", "bad", "tick"], "'bad'"),
+            (&["run", "a", "b"], "a b"),
+        ] {
+            p.loopx(args)
+                .run()
+                .usage_error(needle, RUN_HELP)
+                .stderr_lacks(".loopx")
+                .stderr_lacks("check");
+        }
+    }
+}
+
+// ---------------------------------------------------------------- §4.2 run -h
+
+/// Every example of the §4.2 `run -h` short-circuit, plus the long form.
+const RUN_HELP_SHORT_CIRCUITS: &[&[&str]] = &[
+    &["run", "-h"],
+    &["run", "--help"],
+    &["run", "-h", "ralph"],
+    &["run", "ralph", "-h"],
+    &["run", "ralph:check-ready", "-h"],
+    &["run", "-h", "-e", "missing.env"],
+    &["run", "-h", "-n", "bad"],
+    &["run", "-h", "-n", "5", "-n", "10"],
+    &["run", "-h", "foo", "bar"],
+    &["run", "-h", "--unknown"],
+    &["run", "--unknown", "--help"],
+    &["run", "-n", "-1", "ralph", "--help"],
+];
+
+#[test]
+fn run_help_short_circuit_ignores_all_other_run_arguments() {
+    let p = ralph();
+    let expected = run_help(&p);
+    assert!(expected.contains("ralph"), "{expected}");
+    for args in RUN_HELP_SHORT_CIRCUITS {
+        p.loopx(args)
+            .run()
+            .success()
+            .stderr_is_empty()
+            .stdout_is(&expected);
+    }
+    // Nothing ran, and the env file was never looked for.
+    assert_eq!(log(&p), "");
+}
+
+#[test]
+fn run_help_short_circuit_exits_zero_without_loopx_dir() {
+    let p = Project::bare();
+    let expected = run_help(&p);
+    for args in RUN_HELP_SHORT_CIRCUITS {
+        p.loopx(args)
+            .run()
+            .success()
+            .stderr_has(".loopx")
+            .stdout_is(&expected);
+    }
+    assert!(!p.exists(".loopx"));
+}
+
+// ---------------------------------------------------------------- §4.2 install parsing
+
+#[test]
+fn install_without_source_is_a_usage_error() {
+    let p = Project::bare();
+    p.loopx(&["install"])
+        .run()
+        .usage_error("source", INSTALL_HELP);
+    p.loopx(&["install", "-y"])
+        .run()
+        .usage_error("source", INSTALL_HELP);
+    assert!(!p.exists(".loopx"));
+}
+
+#[test]
+fn install_duplicate_flag_is_a_usage_error() {
+    let p = Project::bare();
+    for args in [
+        &["install", "-w", "a", "-w", "b", "org/repo"][..],
+        &["install", "--workflow", "a", "-w", "b", "org/repo"],
+        &["install", "-y", "-y", "org/repo"],
+    ] {
+        let flag = if args[1] == "-y" { "-y" } else { "-w" };
+        p.loopx(args).run().usage_error(flag, INSTALL_HELP);
+    }
+    assert!(!p.exists(".loopx"));
+}
+
+#[test]
+fn install_unknown_flag_is_a_usage_error() {
+    let p = Project::bare();
+    p.loopx(&["install", "--unknown", "org/repo"])
+        .run()
+        .usage_error("--unknown", INSTALL_HELP);
+    p.loopx(&["install", "org/repo", "-x"])
+        .run()
+        .usage_error("-x", INSTALL_HELP);
+    assert!(!p.exists(".loopx"));
+}
+
+#[test]
+fn install_help_needs_no_source_and_makes_no_network_request() {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let port = listener.local_addr().expect("addr").port();
+    let tarball = format!("http://127.0.0.1:{port}/wf.tar.gz");
+    let git = format!("http://127.0.0.1:{port}/repo.git");
+
+    let p = Project::bare();
+    let o = p.loopx(&["install", "-h"]).run();
+    o.success().stderr_is_empty();
+    let expected = o.stdout.clone();
+    for needle in ["-w", "--workflow", "-y", "git", "tar"] {
+        o.stdout_has(needle);
+    }
+    for args in [
+        &["install", "--help"][..],
+        &["install", "-h", tarball.as_str()],
+        &["install", git.as_str(), "--help"],
+        &[
+            "install",
+            "--unknown",
+            "-w",
+            "a",
+            "-w",
+            "b",
+            "-y",
+            "-y",
+            "-h",
+            tarball.as_str(),
+        ],
+        &["install", "-h", "a", "b"],
+    ] {
+        p.loopx(args)
+            .run()
+            .success()
+            .stderr_is_empty()
+            .stdout_is(&expected);
+    }
+    // A connection would sit in the listen backlog even though loopx is gone.
+    match listener.accept() {
+        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+        Ok((_, peer)) => panic!("install help connected to the source ({peer})"),
+        Err(e) => panic!("accept: {e}"),
+    }
+    // Nor does it look at or create .loopx/: no warning about a broken one.
+    assert!(!p.exists(".loopx"));
+    let broken = Project::new();
+    break_discovery(&broken);
+    broken
+        .loopx(&["install", "-h"])
+        .run()
+        .success()
+        .stderr_is_empty()
+        .stdout_is(&expected);
+}
+
+// ---------------------------------------------------------------- §4.3 version
+
+#[test]
+fn version_prints_the_bare_package_version() {
+    let p = Project::bare();
+    p.loopx(&["version"])
+        .run()
+        .success()
+        .stderr_is_empty()
+        .stdout_is(&format!("{}\n", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn version_needs_no_valid_loopx_dir() {
+    let p = Project::new();
+    break_discovery(&p);
+    p.loopx(&["version"])
+        .run()
+        .success()
+        .stderr_is_empty()
+        .stdout_is(&format!("{}\n", env!("CARGO_PKG_VERSION")));
+}
+
+// ---------------------------------------------------------------- §4.3 output
+
+fn output(args: &[&str]) -> Outcome {
+    let mut full = vec!["output"];
+    full.extend_from_slice(args);
+    Project::bare().loopx(&full).run()
+}
+
+#[track_caller]
+fn output_is(args: &[&str], json: &str) {
+    output(args)
+        .success()
+        .stderr_is_empty()
+        .stdout_is(&format!("{json}\n"));
+}
+
+#[test]
+fn output_prints_each_flag_alone() {
+    output_is(&["--result", "done"], r#"{"result":"done"}"#);
+    output_is(&["--goto", "next-step"], r#"{"goto":"next-step"}"#);
+    output_is(&["--stop"], r#"{"stop":true}"#);
+}
+
+#[test]
+fn output_orders_keys_result_goto_stop_whatever_the_flag_order() {
+    let all = r#"{"result":"r","goto":"g","stop":true}"#;
+    output_is(&["--result", "r", "--goto", "g", "--stop"], all);
+    output_is(&["--stop", "--goto", "g", "--result", "r"], all);
+    output_is(&["--goto", "g", "--stop", "--result", "r"], all);
+    output_is(
+        &["--goto", "review-adr:request-feedback", "--result", "x"],
+        r#"{"result":"x","goto":"review-adr:request-feedback"}"#,
+    );
+    output_is(
+        &["--stop", "--result", "r"],
+        r#"{"result":"r","stop":true}"#,
+    );
+}
+
+#[test]
+fn output_escapes_strings_like_json_stringify() {
+    // JSON.stringify: short escapes for \b \f \n \r \t, \u00xx (lowercase
+    // hex) for other controls, backslash and quote escaped; '/', DEL,
+    // non-ASCII and U+2028 are written as they are.
+    output_is(
+        &["--result", "say \"hi\" \\ back/slash"],
+        r#"{"result":"say \"hi\" \\ back/slash"}"#,
+    );
+    output_is(
+        &["--result", "\u{8}\u{c}\n\r\t"],
+        r#"{"result":"\b\f\n\r\t"}"#,
+    );
+    output_is(
+        &["--result", "\u{1}\u{1b}\u{1f}\u{7f}"],
+        "{\"result\":\"\\u0001\\u001b\\u001f\u{7f}\"}",
+    );
+    output_is(
+        &["--goto", "héllo ✓ 😀 \u{2028}"],
+        "{\"goto\":\"héllo ✓ 😀 \u{2028}\"}",
+    );
+    output_is(&["--result", ""], r#"{"result":""}"#);
+    output_is(
+        &["--result", "line1\nline2\n"],
+        r#"{"result":"line1\nline2\n"}"#,
+    );
+}
+
+#[test]
+fn output_does_not_validate_goto_targets() {
+    for target in ["", ":", ":s", "w:", "a:b:c", "bad name", "my.workflow:x"] {
+        let json = format!(r#"{{"goto":"{target}"}}"#);
+        output_is(&["--goto", target], &json);
+    }
+}
+
+#[test]
+fn output_accepts_values_starting_with_a_dash() {
+    output_is(&["--result", "-5"], r#"{"result":"-5"}"#);
+    output_is(&["--goto", "-x"], r#"{"goto":"-x"}"#);
+    output_is(
+        &["--result", "--weird", "--stop"],
+        r#"{"result":"--weird","stop":true}"#,
+    );
+}
+
+#[test]
+fn output_without_flags_is_an_error() {
+    output(&[]).usage_error("--result", TOP_HELP);
+}
+
+#[test]
+fn output_rejects_unknown_flags_and_missing_values() {
+    output(&["--bogus"]).usage_error("--bogus", TOP_HELP);
+    output(&["--result"]).usage_error("--result", TOP_HELP);
+    output(&["--stop", "--goto"]).usage_error("--goto", TOP_HELP);
+    output(&["done"]).usage_error("done", TOP_HELP);
+}
+
+#[test]
+fn output_needs_no_valid_loopx_dir() {
+    let p = Project::new();
+    break_discovery(&p);
+    p.loopx(&["output", "--stop"])
+        .run()
+        .success()
+        .stderr_is_empty()
+        .stdout_is("{\"stop\":true}\n");
+}
+
+// ---------------------------------------------------------------- §11 help
+
+#[test]
+fn top_help_lists_the_subcommands() {
+    let help = top_help();
+    for cmd in ["run", "version", "output", "env", "install"] {
+        assert!(lists_command(&help, cmd), "{cmd} missing from:\n{help}");
+    }
+    assert!(help.contains("loopx"), "{help}");
+}
+
+#[test]
+fn top_help_does_not_list_workflows() {
+    let p = ralph();
+    p.script("zebra-flow", "index.sh", "");
+    let o = p.loopx(&["-h"]).run();
+    o.success().stderr_is_empty();
+    assert!(!o.stdout.contains("zebra-flow"), "{}", o.stdout);
+}
+
+#[test]
+fn run_help_lists_the_options() {
+    let help = run_help(&Project::new());
+    for needle in ["-n", "-e", "-h", "<workflow>"] {
+        assert!(help.contains(needle), "{needle} missing from:\n{help}");
+    }
+}
+
+#[test]
+fn run_help_lists_workflows_and_scripts_and_marks_index() {
+    let p = ralph();
+    p.script("tools", "lint.sh", "")
+        .script("tools", "fmt.sh", "")
+        .script("pipe", "index.ts", "")
+        .script("pipe", "setup.ts", "");
+    let help = run_help(&p);
+    let line = |wf: &str| -> String {
+        help.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{wf} ")))
+            .unwrap_or_else(|| panic!("no line for {wf}:\n{help}"))
+            .to_string()
+    };
+    let ralph = line("ralph");
+    for needle in ["index", "check-ready", "default"] {
+        assert!(ralph.contains(needle), "{needle} missing from {ralph:?}");
+    }
+    let pipe = line("pipe");
+    for needle in ["index", "setup", "default"] {
+        assert!(pipe.contains(needle), "{needle} missing from {pipe:?}");
+    }
+    // A workflow without index has no default entry point to mark.
+    let tools = line("tools");
+    for needle in ["lint", "fmt"] {
+        assert!(tools.contains(needle), "{needle} missing from {tools:?}");
+    }
+    assert!(!tools.contains("default"), "{tools:?}");
+}
+
+#[test]
+fn run_help_without_loopx_dir_warns_and_omits_the_workflow_section() {
+    let bare = Project::bare();
+    let o = bare.loopx(&["run", "-h"]).run();
+    o.success().stderr_has(".loopx");
+    assert!(o.stderr.to_lowercase().contains("warning"), "{}", o.stderr);
+    // The same usage text as with workflows, minus their listing.
+    let with = run_help(&ralph());
+    assert!(
+        with.starts_with(&o.stdout) && with.len() > o.stdout.len(),
+        "without .loopx/:\n{}\nwith:\n{with}",
+        o.stdout
+    );
+    assert!(!o.stdout.contains("ralph"));
+}
+
+#[test]
+fn env_commands_need_no_valid_loopx_dir() {
+    // §5.4: `loopx env *` neither requires nor validates .loopx/.
+    let p = Project::new();
+    break_discovery(&p);
+    p.loopx(&["env", "list"]).run().success().stderr_is_empty();
+}
