@@ -4,13 +4,21 @@ import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { test } from "node:test";
-import { REGISTER, run, tempDir, writeTree } from "./util.js";
+import { BUN, BUN_PRELOAD, REGISTER, run, tempDir, writeTree } from "./util.js";
+
+// How the binary starts a .js script, on Node and on Bun.
+const RUNTIMES = {
+  node: (script) => [process.execPath, ["--import", REGISTER, script]],
+  bun: (script) => [BUN, ["--no-install", "--preload", BUN_PRELOAD, script]],
+};
+const skipBun = !BUN && "bun not found";
 
 /** Runs `source` as index.js of a fresh workflow dir; `input` goes to stdin. */
-async function script(t, source, options = {}) {
+async function script(t, source, options = {}, runtime = "node") {
   const dir = tempDir(t);
   writeTree(dir, { "index.js": source });
-  return run(process.execPath, ["--import", REGISTER, join(dir, "index.js")], { cwd: dir, ...options });
+  const [command, args] = RUNTIMES[runtime](join(dir, "index.js"));
+  return run(command, args, { cwd: dir, ...options });
 }
 
 const accepted = [
@@ -94,12 +102,14 @@ function slowRead(child) {
   });
 }
 
-for (const [name, prelude] of [
-  ["stdout untouched", ""],
+for (const [runtime, name, prelude] of [
+  ["node", "stdout untouched", ""],
   // Creating process.stdout makes fd 1 non-blocking: writes then hit EAGAIN.
-  ["process.stdout created first", "if (process.stdout.writableLength !== 0) throw new Error();"],
+  ["node", "process.stdout created first", "if (process.stdout.writableLength !== 0) throw new Error();"],
+  ["bun", "process.stdout created first", "if (process.stdout.writableLength !== 0) throw new Error();"],
 ]) {
-  test(`a multi-megabyte result through a slow pipe arrives whole (${name})`, async (t) => {
+  const skip = runtime === "bun" && skipBun;
+  test(`${runtime}: a multi-megabyte result through a slow pipe arrives whole (${name})`, { skip }, async (t) => {
     const dir = tempDir(t);
     writeTree(dir, {
       "index.js": `import { output } from "loopx";
@@ -107,10 +117,8 @@ ${prelude}
 output({ result: "é".repeat(1 << 20) + "x".repeat(3 << 20) + "end", goto: "next" });
 `,
     });
-    const child = spawn(process.execPath, ["--import", REGISTER, join(dir, "index.js")], {
-      cwd: dir,
-      stdio: ["ignore", "pipe", "inherit"],
-    });
+    const [command, args] = RUNTIMES[runtime](join(dir, "index.js"));
+    const child = spawn(command, args, { cwd: dir, stdio: ["ignore", "pipe", "inherit"] });
     const { code, stdout } = await slowRead(child);
     assert.equal(code, 0);
     const parsed = JSON.parse(stdout);
@@ -120,20 +128,23 @@ output({ result: "é".repeat(1 << 20) + "x".repeat(3 << 20) + "end", goto: "next
   });
 }
 
-test("input() resolves to all of stdin, reads it once and caches it", async (t) => {
-  const piped = "line one\nline two — ünïcödé\n".repeat(5000);
-  const r = await script(t, `import { input, output } from "loopx";
+for (const runtime of ["node", "bun"]) {
+  const skip = runtime === "bun" && skipBun;
+  test(`${runtime}: input() resolves to all of stdin, reads it once and caches it`, { skip }, async (t) => {
+    const piped = "line one\nline two — ünïcödé\n".repeat(5000);
+    const r = await script(t, `import { input, output } from "loopx";
 const first = input();
 const a = await first;
 const b = await input();
 output({ result: JSON.stringify({ a, same: a === b, samePromise: first === input() }) });
-`, { input: piped });
-  assert.equal(r.code, 0, r.stderr);
-  const { a, same, samePromise } = JSON.parse(JSON.parse(r.stdout).result);
-  assert.equal(a, piped);
-  assert.equal(same, true);
-  assert.equal(samePromise, true);
-});
+`, { input: piped }, runtime);
+    assert.equal(r.code, 0, r.stderr);
+    const { a, same, samePromise } = JSON.parse(JSON.parse(r.stdout).result);
+    assert.equal(a, piped);
+    assert.equal(same, true);
+    assert.equal(samePromise, true);
+  });
+}
 
 test("input() resolves to an empty string for empty stdin", async (t) => {
   const source = `import { input, output } from "loopx";
