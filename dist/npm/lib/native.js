@@ -7,8 +7,19 @@
 //   4. a download of the release archive for this platform, checked against
 //      the package's SHA256SUMS, into 2 or else 3.
 // The shim runs this on every start, so the common path (1 or 2) costs one
-// stat; package.json, crypto, zlib and the tar reader load only past it.
-import { accessSync, constants, readFileSync, statSync } from "node:fs";
+// stat; package.json is read, and crypto, zlib and the tar reader are
+// loaded, only past it.
+import {
+  accessSync,
+  chmodSync,
+  constants,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -165,8 +176,7 @@ async function fetchBytes(url) {
 // Writes the binary into the first directory that takes it, atomically: a
 // temp file beside the final name, chmod 755, rename. Concurrent first runs
 // each rename a complete file, and no reader ever sees a partial one.
-async function install(binary, dirs) {
-  const { chmodSync, mkdirSync, renameSync, rmSync, writeFileSync } = await import("node:fs");
+function install(binary, dirs) {
   const failures = [];
   for (const dir of dirs) {
     const temp = join(dir, `.loopx-${process.pid}-${Date.now()}.tmp`);
