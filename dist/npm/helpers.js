@@ -1,0 +1,76 @@
+// The script helpers `output()` and `input()` (SPEC §6.4, §6.5). Every loopx
+// JS/TS script loads this file, so it stays small and imports only builtins
+// that Node has already loaded at startup.
+import { writeSync } from "node:fs";
+import { isatty } from "node:tty";
+
+const KNOWN_FIELDS = ["result", "goto", "stop"];
+
+/**
+ * Writes `value` to stdout as the script's structured output and exits 0.
+ * Never returns: the code after a call does not run (§6.4).
+ */
+export function output(value) {
+  writeAll(JSON.stringify(payloadOf(value)));
+  process.exit(0);
+}
+
+// The argument rules of §6.4. Only the known fields are written: the parser
+// ignores every other field (§2.3), and leaving them out means an unrelated
+// property (a cycle, a BigInt) cannot make serialization fail.
+function payloadOf(value) {
+  if (value === null || value === undefined) {
+    throw new TypeError(`output() needs a value, got ${value}`);
+  }
+  if (typeof value !== "object") return { result: String(value) };
+  const payload = {};
+  for (const field of KNOWN_FIELDS) {
+    // Undefined-valued properties count as absent (§6.4).
+    if (value[field] !== undefined) payload[field] = value[field];
+  }
+  if (Object.keys(payload).length === 0) {
+    throw new TypeError("output() needs an object with at least one of result, goto or stop set");
+  }
+  return payload;
+}
+
+// Writes synchronously to fd 1 so that the whole payload is in the pipe
+// before process.exit() (§6.4: flush, then exit), however slowly the reader
+// drains it. process.stdout is not used: on a pipe its writes are queued
+// and process.exit() would drop what is still queued. If something made
+// fd 1 non-blocking (touching process.stdout does), a full pipe answers
+// EAGAIN: wait a millisecond and go on.
+function writeAll(text) {
+  const bytes = Buffer.from(text, "utf8");
+  let offset = 0;
+  let pause;
+  while (offset < bytes.length) {
+    try {
+      offset += writeSync(1, bytes, offset);
+    } catch (error) {
+      if (error?.code !== "EAGAIN") throw error;
+      pause ??= new Int32Array(new SharedArrayBuffer(4));
+      Atomics.wait(pause, 0, 0, 1);
+    }
+  }
+}
+
+let cachedInput;
+
+/**
+ * Resolves to everything piped to the script on stdin ("" when nothing
+ * was). Reads stdin once; every call returns the same promise (§6.5).
+ */
+export function input() {
+  cachedInput ??= readStdin();
+  return cachedInput;
+}
+
+async function readStdin() {
+  // loopx always gives scripts a pipe; a terminal means the script was run
+  // by hand, where waiting for Ctrl-D would only look like a hang.
+  if (isatty(0)) return "";
+  const chunks = [];
+  for await (const chunk of process.stdin) chunks.push(chunk);
+  return Buffer.concat(chunks).toString("utf8");
+}

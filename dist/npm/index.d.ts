@@ -1,0 +1,2 @@
+export type { Output } from "./helpers.js";
+export { output, input } from "./helpers.js";

@@ -1,0 +1,95 @@
+// Module hooks for loopx scripts run by Node (SPEC §3.3, §6.3). Installed by
+// register.mjs: in-thread with module.registerHooks (Node >= 22.15) using
+// resolveSync/loadSync, else on Node's hooks thread with module.register
+// (Node >= 20.6) using resolve/load, the names Node looks for there.
+//
+// 1. `import ... from "loopx"`: normal resolution first, so a closer
+//    node_modules/loopx (the workflow's own) wins (§3.3); only when that
+//    finds nothing does it resolve to this package's index.js, the helpers
+//    of the running CLI version.
+// 2. The entry script always runs as ESM (§6.3), so `require`, `module` and
+//    `exports` are undefined in it and fail when used, even in a `.js` file
+//    whose nearest package.json says nothing or "commonjs". The entry is the
+//    one module Node resolves with no parent (`parentURL === undefined`):
+//    `--import` modules have the cwd as parent, every other import or
+//    require has its importer. It is loaded with an ESM format, and
+//    `export {};` is appended to its source (at the end, so line numbers
+//    stay): tsx, which runs after these hooks, would otherwise wrap a
+//    TypeScript file that assigns `module.exports` in a CommonJS shim.
+//    Every other file keeps its Node meaning: CommonJS dependencies load as
+//    CommonJS and a workflow package.json's "type" applies as usual.
+//
+// With tsx, register these hooks *before* tsx's (`--import register.mjs`
+// first): hooks registered later run first, so tsx then transforms the
+// source these hooks return.
+
+const FALLBACK_URL = new URL("../index.js", import.meta.url).href;
+const ESM_MARKER = "\nexport {};\n";
+
+let entryURL;
+
+// The ESM counterpart of the format Node, tsx or Node's type stripping
+// gave the entry. No format means "load() guesses", which can be CommonJS.
+function esmFormat(format) {
+  if (format === undefined || format === null || format === "commonjs") return "module";
+  if (format === "commonjs-typescript") return "module-typescript";
+  return format;
+}
+
+function isNotFound(error) {
+  return error?.code === "ERR_MODULE_NOT_FOUND" || error?.code === "MODULE_NOT_FOUND";
+}
+
+function loopxFallback(error) {
+  if (!isNotFound(error)) throw error;
+  return { url: FALLBACK_URL, format: "module", shortCircuit: true };
+}
+
+function afterResolve(context, resolved) {
+  if (context.parentURL !== undefined) return resolved;
+  entryURL = resolved.url;
+  return { ...resolved, format: esmFormat(resolved.format) };
+}
+
+function entryContext(context) {
+  return { ...context, format: esmFormat(context.format) };
+}
+
+function asEsm(loaded) {
+  const { source } = loaded;
+  if (source === null || source === undefined) return { ...loaded, format: esmFormat(loaded.format) };
+  const text = typeof source === "string" ? source : new TextDecoder().decode(source);
+  return { ...loaded, format: esmFormat(loaded.format), source: text + ESM_MARKER };
+}
+
+export function resolveSync(specifier, context, nextResolve) {
+  if (specifier === "loopx") {
+    try {
+      return nextResolve(specifier, context);
+    } catch (error) {
+      return loopxFallback(error);
+    }
+  }
+  return afterResolve(context, nextResolve(specifier, context));
+}
+
+export function loadSync(url, context, nextLoad) {
+  if (url !== entryURL) return nextLoad(url, context);
+  return asEsm(nextLoad(url, entryContext(context)));
+}
+
+export async function resolve(specifier, context, nextResolve) {
+  if (specifier === "loopx") {
+    try {
+      return await nextResolve(specifier, context);
+    } catch (error) {
+      return loopxFallback(error);
+    }
+  }
+  return afterResolve(context, await nextResolve(specifier, context));
+}
+
+export async function load(url, context, nextLoad) {
+  if (url !== entryURL) return nextLoad(url, context);
+  return asEsm(await nextLoad(url, entryContext(context)));
+}

@@ -1,0 +1,153 @@
+// bin/loopx.js against a fake binary (LOOPX_BINARY_PATH): argv, stdio, exit
+// codes, signal forwarding and re-raising, and the environment contract.
+import assert from "node:assert/strict";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { test } from "node:test";
+import { BUN, PKG, TSX_DIR, packageCopy, run, tempDir, waitFor, writeTree } from "./util.js";
+
+const SHIM = join(PKG, "bin", "loopx.js");
+
+// Records its argv (NUL-separated), environment and the signals it gets in
+// $FAKE_OUT; echoes stdin to stdout when FAKE_ECHO is set; waits for
+// $FAKE_SIGNALS signals; then kills itself with $FAKE_KILL or exits $FAKE_EXIT.
+const FAKE_BINARY = `#!/bin/bash
+out=\${FAKE_OUT:?}
+trap 'echo SIGINT >> "$out/signals"' INT
+trap 'echo SIGTERM >> "$out/signals"' TERM
+trap 'echo SIGHUP >> "$out/signals"' HUP
+printf '%s\\0' "$@" > "$out/args"
+env > "$out/env"
+: > "$out/signals"
+: > "$out/ready"
+if [ -n "\${FAKE_ECHO:-}" ]; then cat; echo "to stderr" >&2; fi
+while [ "$(wc -l < "$out/signals")" -lt "\${FAKE_SIGNALS:-0}" ]; do sleep 0.02; done
+if [ -n "\${FAKE_KILL:-}" ]; then trap - INT TERM HUP; kill -s "$FAKE_KILL" $$; sleep 5; fi
+exit "\${FAKE_EXIT:-0}"
+`;
+
+function fake(t) {
+  const dir = tempDir(t);
+  writeTree(dir, { "bin/fake-loopx": [FAKE_BINARY, 0o755] });
+  const out = join(dir, "out");
+  writeTree(out, { ".keep": "" });
+  return { binary: join(dir, "bin/fake-loopx"), out };
+}
+
+function runShim(fakeBin, env = {}, options = {}, shim = SHIM, runtime = process.execPath) {
+  return run(runtime, [shim, ...(options.args ?? [])], {
+    ...options,
+    env: { LOOPX_BINARY_PATH: fakeBin.binary, FAKE_OUT: fakeBin.out, ...env },
+  });
+}
+
+function envOf(out) {
+  const env = {};
+  for (const line of readFileSync(join(out, "env"), "utf8").split("\n")) {
+    const eq = line.indexOf("=");
+    if (eq > 0) env[line.slice(0, eq)] = line.slice(eq + 1);
+  }
+  return env;
+}
+
+test("argv, stdin, stdout and stderr reach the binary unchanged", async (t) => {
+  const f = fake(t);
+  const args = ["run", "-n", "2", "a b", "", "--weird=\"q\""];
+  const r = await runShim(f, { FAKE_ECHO: "1" }, { args, input: "piped in\n" });
+  assert.equal(r.code, 0);
+  assert.deepEqual(readFileSync(join(f.out, "args"), "utf8").split("\0").slice(0, -1), args);
+  assert.equal(r.stdout, "piped in\n");
+  assert.equal(r.stderr, "to stderr\n");
+});
+
+test("the binary's exit code is the shim's", async (t) => {
+  const f = fake(t);
+  for (const code of [0, 1, 3, 130]) {
+    const r = await runShim(f, { FAKE_EXIT: String(code) });
+    assert.equal(r.code, code, r.stderr);
+    assert.equal(r.signal, null);
+  }
+});
+
+test("SIGINT, SIGTERM and SIGHUP are forwarded, each time, and the shim waits", async (t) => {
+  const f = fake(t);
+  const signalsSeen = () => readFileSync(join(f.out, "signals"), "utf8").split("\n").filter(Boolean);
+  const r = await runShim(f, { FAKE_SIGNALS: "4", FAKE_EXIT: "42" }, {
+    onSpawn: async (child) => {
+      await waitFor(() => existsSync(join(f.out, "ready")));
+      for (const [i, signal] of ["SIGINT", "SIGTERM", "SIGHUP", "SIGINT"].entries()) {
+        child.kill(signal);
+        await waitFor(() => signalsSeen().length === i + 1);
+      }
+    },
+  });
+  assert.deepEqual(signalsSeen(), ["SIGINT", "SIGTERM", "SIGHUP", "SIGINT"]);
+  assert.equal(r.code, 42, r.stderr);
+  assert.equal(r.signal, null);
+});
+
+test("a binary that dies of a signal makes the shim die of the same signal", async (t) => {
+  const f = fake(t);
+  for (const signal of ["SIGTERM", "SIGHUP", "SIGINT", "SIGKILL"]) {
+    const r = await runShim(f, { FAKE_KILL: signal.slice(3) });
+    assert.equal(r.signal, signal, `${signal}: ${r.stderr}`);
+    assert.equal(r.code, null);
+  }
+});
+
+test("a signal the shim cannot die of becomes exit code 128+n", async (t) => {
+  // Node ignores SIGPIPE, so re-raising it does nothing.
+  const f = fake(t);
+  const r = await runShim(f, { FAKE_KILL: "PIPE" });
+  assert.equal(r.signal, null);
+  assert.equal(r.code, 141);
+});
+
+test("environment contract: LOOPX_PACKAGE_DIR, LOOPX_TSX, LOOPX_JS_RUNTIME", async (t) => {
+  const f = fake(t);
+  let r = await runShim(f, { LOOPX_JS_RUNTIME: "", LOOPX_TSX: "", LOOPX_PACKAGE_DIR: "/elsewhere" });
+  assert.equal(r.code, 0, r.stderr);
+  let env = envOf(f.out);
+  assert.equal(env.LOOPX_PACKAGE_DIR, PKG);
+  assert.equal(env.LOOPX_TSX, TSX_DIR);
+  assert.ok(existsSync(join(env.LOOPX_TSX, "package.json")));
+  assert.equal(env.LOOPX_JS_RUNTIME, "", "an unset runtime stays unset under Node");
+  assert.equal(env.FAKE_OUT, f.out, "the rest of the environment is inherited");
+
+  r = await runShim(f, { LOOPX_JS_RUNTIME: "node" });
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(envOf(f.out).LOOPX_JS_RUNTIME, "node", "a user's choice is left alone under Node");
+});
+
+test("LOOPX_TSX is left as the user set it when tsx cannot be resolved", async (t) => {
+  const f = fake(t);
+  const pkg = packageCopy(t, { nodeModules: false });
+  const r = await runShim(f, { LOOPX_TSX: "/user/tsx" }, {}, join(pkg, "bin", "loopx.js"));
+  assert.equal(r.code, 0, r.stderr);
+  const env = envOf(f.out);
+  assert.equal(env.LOOPX_TSX, "/user/tsx");
+  assert.equal(env.LOOPX_PACKAGE_DIR, pkg);
+});
+
+test("under Bun the shim sets LOOPX_JS_RUNTIME=bun and forwards signals", { skip: !BUN && "bun not found" }, async (t) => {
+  const f = fake(t);
+  let r = await runShim(f, { LOOPX_JS_RUNTIME: "node", FAKE_EXIT: "5" }, {}, SHIM, BUN);
+  assert.equal(r.code, 5, r.stderr);
+  const env = envOf(f.out);
+  assert.equal(env.LOOPX_JS_RUNTIME, "bun");
+  assert.equal(env.LOOPX_PACKAGE_DIR, PKG);
+  assert.equal(env.LOOPX_TSX, TSX_DIR);
+
+  const g = fake(t);
+  r = await runShim(g, { FAKE_SIGNALS: "1", FAKE_EXIT: "9" }, {
+    onSpawn: async (child) => {
+      await waitFor(() => existsSync(join(g.out, "ready")));
+      child.kill("SIGTERM");
+    },
+  }, SHIM, BUN);
+  assert.equal(readFileSync(join(g.out, "signals"), "utf8"), "SIGTERM\n");
+  assert.equal(r.code, 9, r.stderr);
+
+  r = await runShim(f, { FAKE_KILL: "TERM" }, {}, SHIM, BUN);
+  assert.equal(r.signal, "SIGTERM", r.stderr);
+});
