@@ -11,3 +11,9 @@ echo "== cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --locked --all-targets
+
+echo "== npm package tests (dist/npm)"
+if [ ! -d dist/npm/node_modules ]; then
+  (cd dist/npm && npm ci --ignore-scripts --no-audit --no-fund)
+fi
+(cd dist/npm && npm test)
