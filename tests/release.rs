@@ -1042,6 +1042,41 @@ fn installed_binary_runs_without_node() {
         format!("{VERSION}\n")
     );
     assert_eq!(dir_names(&empty), Vec::<String>::new());
+
+    // The bundled demo workflow (goto, stdin piping, stop) runs with a PATH
+    // that offers only the few tools its scripts use: no node anywhere.
+    let project = m.path("project");
+    let demo = project.join(".loopx/demo");
+    fs::create_dir_all(&demo).unwrap_or_else(|e| panic!("create {}: {e}", demo.display()));
+    let repo_demo = Path::new(env!("CARGO_MANIFEST_DIR")).join(".loopx/demo");
+    for entry in fs::read_dir(&repo_demo).expect("read the demo workflow") {
+        let entry = entry.expect("demo entry");
+        fs::copy(entry.path(), demo.join(entry.file_name())).expect("copy demo script");
+    }
+    let tools = m.path("tools-path");
+    fs::create_dir_all(&tools).unwrap_or_else(|e| panic!("create {}: {e}", tools.display()));
+    for tool in ["cat"] {
+        let found = ["/usr/bin", "/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(tool))
+            .find(|p| p.exists())
+            .unwrap_or_else(|| panic!("{tool} not found"));
+        symlink(found, tools.join(tool)).expect("link tool");
+    }
+    let o = run(Command::new(m.default_bin())
+        .args(["run", "demo"])
+        .env_clear()
+        .env("PATH", &tools)
+        .env("HOME", &m.dir.0)
+        .current_dir(&project)
+        .stdin(Stdio::null()));
+    assert!(o.status.success(), "loopx run demo: {}", describe(&o));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("[demo:finish] liftoff! stopping the loop"),
+        "{stderr}"
+    );
+    assert_eq!(stdout(&o), "", "the CLI never prints results");
 }
 
 #[test]
