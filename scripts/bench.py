@@ -1,0 +1,350 @@
+#!/usr/bin/env python3
+"""loopx benchmarks, each measured side by side with its physical floor.
+
+Called by scripts/bench.sh, which builds the release binary and passes its
+path. Every scenario runs a loopx variant (A) and its floor (F) -- the same
+work done without loopx -- interleaved A F A F ... after a warm-up, so load
+changes on the machine hit both alike. Whole processes are timed with
+posix_spawn + wait4, which also gives each process's peak RSS.
+
+Prints one markdown table and writes it to the file given by --out.
+"""
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def spawn_timed(argv, cwd, env, stdout=None):
+    """Runs argv to completion: (wall seconds, ru_maxrss in KiB)."""
+    file_actions = []
+    devnull = os.open(os.devnull, os.O_RDWR)
+    out = stdout if stdout is not None else devnull
+    file_actions = [
+        (os.POSIX_SPAWN_DUP2, devnull, 0),
+        (os.POSIX_SPAWN_DUP2, out, 1),
+    ]
+    prev = os.getcwd()
+    os.chdir(cwd)
+    try:
+        start = time.perf_counter()
+        pid = os.posix_spawn(argv[0], argv, env, file_actions=file_actions)
+        _, status, usage = os.wait4(pid, 0)
+        wall = time.perf_counter() - start
+    finally:
+        os.chdir(prev)
+        os.close(devnull)
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"benchmark command failed ({status}): {' '.join(argv)} in {cwd}")
+    return wall, usage.ru_maxrss
+
+
+def peak_rss_kib(c):
+    """Peak RSS of one more run of `c`, through GNU time: wait4's ru_maxrss
+    of a process spawned straight from Python also counts Python's own
+    memory (the pre-exec image), so a small intermediate does the wait."""
+    gnu_time = "/usr/bin/time"
+    if not os.access(gnu_time, os.X_OK):
+        return None
+    with tempfile.NamedTemporaryFile(mode="r") as out:
+        subprocess.run([gnu_time, "-f", "%M", "-o", out.name, *c.argv], cwd=c.cwd, env=c.env,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=True)
+        return int(out.read().strip().splitlines()[-1])
+
+
+class Cmd:
+    def __init__(self, label, argv, cwd, env=None):
+        self.label = label
+        self.argv = argv
+        self.cwd = cwd
+        self.env = dict(os.environ, **(env or {}))
+
+
+def measure(a, floors, rounds, warmup=1):
+    """Interleaves A with each floor; returns per-command samples."""
+    cmds = [a] + floors
+    for _ in range(warmup):
+        for c in cmds:
+            spawn_timed(c.argv, c.cwd, c.env)
+    samples = {c.label: [] for c in cmds}
+    for _ in range(rounds):
+        for c in cmds:
+            samples[c.label].append(spawn_timed(c.argv, c.cwd, c.env)[0])
+    for c in cmds:
+        samples[c.label + ":rss"] = peak_rss_kib(c)
+    return samples
+
+
+def mib(kib):
+    return "n/a" if kib is None else f"{kib / 1024:.1f} MiB"
+
+
+def ms(x):
+    return f"{x * 1000:.2f}"
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o755)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--loopx", required=True, help="release binary to measure")
+    ap.add_argument("--size-binary", required=True, help="stripped static binary for the size row")
+    ap.add_argument("--npm-dir", required=True, help="dist/npm with node_modules installed")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--quick", action="store_true", help="fewer rounds (smoke test)")
+    ap.add_argument("--only", default="", help="comma-separated scenarios, e.g. B1,B6")
+    args = ap.parse_args()
+    only = {x.strip().upper() for x in args.only.split(",") if x.strip()}
+
+    def want(name):
+        return not only or name in only
+
+    loopx = os.path.abspath(args.loopx)
+    npm_dir = os.path.abspath(args.npm_dir)
+    q = args.quick
+    work = tempfile.mkdtemp(prefix="loopx-bench-")
+    rows = []  # (scenario, loopx, floor, ratio, budget, verdict, rss)
+    bash = shutil.which("bash") or "/bin/bash"
+    node = shutil.which("node")
+    bun = shutil.which("bun")
+    env_base = {
+        "XDG_CONFIG_HOME": os.path.join(work, "config"),
+        "XDG_CACHE_HOME": os.path.join(work, "cache"),
+    }
+
+    def project(name, files):
+        root = os.path.join(work, name)
+        for rel, body in files.items():
+            write(os.path.join(root, rel), body)
+        return root
+
+    def pair_stats(samples, a, f, per=1):
+        aw = samples[a]
+        fw = samples[f]
+        ratios = [x / y for x, y in zip(aw, fw)]
+        return {
+            "a_med": statistics.median(aw) / per,
+            "a_min": min(aw) / per,
+            "a_max": max(aw) / per,
+            "f_med": statistics.median(fw) / per,
+            "f_min": min(fw) / per,
+            "f_max": max(fw) / per,
+            "ratio": statistics.median(ratios),
+            "a_rss": samples[a + ":rss"],
+            "f_rss": samples[f + ":rss"],
+        }
+
+    def row(scenario, st, unit, budget, ok, floor_label):
+        rows.append(
+            (
+                scenario,
+                f"{ms(st['a_med'])} ({ms(st['a_min'])}–{ms(st['a_max'])}) {unit}",
+                f"{floor_label}: {ms(st['f_med'])} ({ms(st['f_min'])}–{ms(st['f_max'])}) {unit}",
+                f"{st['ratio']:.2f}×",
+                budget,
+                "met" if ok else "MISSED",
+                mib(st["a_rss"]),
+            )
+        )
+
+    n2 = 50 if q else 200  # B2/B3 iterations
+
+    def b1():
+        # B1: loopx version vs exec of /bin/true.
+        true_bin = shutil.which("true") or "/bin/true"
+        s = measure(
+            Cmd("A", [loopx, "version"], work, env_base),
+            [Cmd("F", [true_bin], work, env_base)],
+            rounds=10 if q else 60,
+            warmup=3,
+        )
+        st = pair_stats(s, "A", "F")
+        row("B1 `loopx version`", st, "ms", "≤ 2 ms and ≤ 2× floor",
+            st["a_med"] <= 0.002 and st["ratio"] <= 2.0, "/bin/true")
+
+    def b2():
+        # B2: -n 200 of a bash script printing nothing vs a bash loop.
+        b2 = project("b2", {".loopx/b2/index.sh": ":\n"})
+        s = measure(
+            Cmd("A", [loopx, "run", "-n", str(n2), "b2"], b2, env_base),
+            [Cmd("F", [bash, "-c", f'for i in $(seq {n2}); do o=$(bash index.sh); done'],
+                 os.path.join(b2, ".loopx/b2"), env_base)],
+            rounds=3 if q else 10,
+        )
+        st = pair_stats(s, "A", "F", per=n2)
+        row(f"B2 bash loop, `-n {n2}`", st, "ms/iter", "≤ 1.10× floor", st["ratio"] <= 1.10,
+            "bash loop")
+
+    def b3():
+        # B3: ping-pong through `$LOOPX_BIN output` vs the same loop with /bin/echo.
+        b3 = project("b3", {
+            ".loopx/b3/index.sh": '"$LOOPX_BIN" output --goto pong\n',
+            ".loopx/b3/pong.sh": '"$LOOPX_BIN" output --result x\n',
+        })
+        echo = shutil.which("echo") or "/bin/echo"
+        s = measure(
+            Cmd("A", [loopx, "run", "-n", str(n2), "b3"], b3, env_base),
+            [Cmd("F", [bash, "-c",
+                       f'for i in $(seq {n2 // 2}); do o=$(bash index.sh); o=$(bash pong.sh); done'],
+                 os.path.join(b3, ".loopx/b3"), dict(env_base, LOOPX_BIN=echo))],
+            rounds=3 if q else 10,
+        )
+        st = pair_stats(s, "A", "F", per=n2)
+        row(f"B3 helper ping-pong, `-n {n2}`", st, "ms/iter", "≤ 1.15× floor", st["ratio"] <= 1.15,
+            "bash loop + /bin/echo")
+
+    def b45():
+        # B4/B5: JS and TS scripts importing the helpers through the npm package.
+        if node:
+            n4 = 5 if q else 20
+            npm_env = dict(env_base, LOOPX_PACKAGE_DIR=npm_dir,
+                           LOOPX_TSX=os.path.join(npm_dir, "node_modules", "tsx"))
+            b4 = project("b4", {
+                ".loopx/b4/index.js": 'import { output } from "loopx";\noutput({ result: "x" });\n',
+                ".loopx/b4/plain.mjs": 'process.stdout.write(JSON.stringify({ result: "x" }));\n',
+                ".loopx/b5/index.ts": 'import { output } from "loopx";\nconst r: string = "x";\noutput({ result: r });\n',
+                ".loopx/b5/plain.ts": 'const r: string = "x";\nprocess.stdout.write(JSON.stringify({ result: r }));\n',
+            })
+            s = measure(
+                Cmd("A", [loopx, "run", "-n", str(n4), "b4"], b4, npm_env),
+                [Cmd("F", [bash, "-c", f'for i in $(seq {n4}); do o=$(node plain.mjs); done'],
+                     os.path.join(b4, ".loopx/b4"), env_base)],
+                rounds=2 if q else 5,
+            )
+            st = pair_stats(s, "A", "F", per=n4)
+            row(f"B4 JS on Node {platform_node(node)}, `-n {n4}`", st, "ms/iter",
+                "≤ 1.7× floor", st["ratio"] <= 1.7, "bare node")
+
+            tsx_loader = tsx_loader_url(npm_dir)
+            s = measure(
+                Cmd("A", [loopx, "run", "-n", str(n4), "b5"], b4, npm_env),
+                [Cmd("F", [bash, "-c",
+                           f'for i in $(seq {n4}); do o=$(node --import "{tsx_loader}" plain.ts); done'],
+                     os.path.join(b4, ".loopx/b5"), env_base)],
+                rounds=2 if q else 5,
+            )
+            st = pair_stats(s, "A", "F", per=n4)
+            row(f"B5 TS on Node, `-n {n4}`", st, "ms/iter", "≤ 1.10× floor", st["ratio"] <= 1.10,
+                "node --import tsx")
+            if bun:
+                s = measure(
+                    Cmd("A", [loopx, "run", "-n", str(n4), "b5"], b4,
+                        dict(npm_env, LOOPX_JS_RUNTIME="bun")),
+                    [Cmd("F", [bash, "-c", f'for i in $(seq {n4}); do o=$(bun plain.ts); done'],
+                         os.path.join(b4, ".loopx/b5"), env_base)],
+                    rounds=2 if q else 5,
+                )
+                st = pair_stats(s, "A", "F", per=n4)
+                row(f"B5 TS on Bun, `-n {n4}`", st, "ms/iter", "≤ 1.3× floor",
+                    st["ratio"] <= 1.3, "bun")
+
+    def b6():
+        # B6: 256 MiB on stdout, captured whole.
+        mb = 32 if q else 256
+        b6 = project("b6", {
+            ".loopx/b6/index.sh": f"head -c {mb * 1024 * 1024} /dev/zero | tr '\\0' x\n",
+            "keep.py": "import sys\nd = sys.stdin.buffer.read()\nassert len(d) > 0\n",
+        })
+        s = measure(
+            Cmd("A", [loopx, "run", "-n", "1", "b6"], b6, env_base),
+            [Cmd("F", [bash, "-c", f"bash .loopx/b6/index.sh | {sys.executable} keep.py"], b6,
+                 env_base)],
+            rounds=2 if q else 5,
+        )
+        st = pair_stats(s, "A", "F")
+        rss_ok = st["a_rss"] is not None and st["a_rss"] <= (mb + 8) * 1024
+        rows.append((
+            f"B6 {mb} MiB stdout, `-n 1`",
+            f"{ms(st['a_med'])} ({ms(st['a_min'])}–{ms(st['a_max'])}) ms",
+            f"pipe into a reader that keeps it: {ms(st['f_med'])} ms",
+            f"{st['ratio']:.2f}×",
+            f"wall ≤ 1.3× floor; RSS ≤ payload + 8 MiB ({mb + 8} MiB)",
+            "met" if st["ratio"] <= 1.3 and rss_ok else "MISSED",
+            mib(st["a_rss"]),
+        ))
+
+    def b7():
+        # B7: soak; the script samples loopx's fds and RSS at iterations 100 and N.
+        n7 = 1000 if q else 10000
+        b7 = project("b7", {
+            ".loopx/b7/index.sh": (
+                'c=$(( $(cat "$LOOPX_PROJECT_ROOT/count" 2>/dev/null || echo 0) + 1 ))\n'
+                'echo $c > "$LOOPX_PROJECT_ROOT/count"\n'
+                f'if [ $c -eq 100 ] || [ $c -eq {n7} ]; then\n'
+                '  fds=$(ls /proc/$PPID/fd | wc -l)\n'
+                "  rss=$(awk '/^VmRSS/ {print $2}' /proc/$PPID/status)\n"
+                '  echo "$c $fds $rss" >> "$LOOPX_PROJECT_ROOT/samples"\n'
+                'fi\n'
+            ),
+        })
+        start = time.perf_counter()
+        spawn_timed([loopx, "run", "-n", str(n7), "b7"], b7, dict(os.environ, **env_base))
+        soak = time.perf_counter() - start
+        with open(os.path.join(b7, "samples")) as f:
+            samples = [line.split() for line in f.read().splitlines()]
+        (_, fd0, rss0), (_, fd1, rss1) = samples
+        rows.append((
+            f"B7 soak, {n7} iterations",
+            f"fds {fd0} → {fd1}, RSS {rss0} → {rss1} KiB",
+            f"{soak:.1f} s total",
+            "",
+            "fds and RSS unchanged",
+            "met" if fd0 == fd1 and abs(int(rss1) - int(rss0)) <= 64 else "MISSED",
+            "",
+        ))
+
+    def size():
+        size = os.path.getsize(args.size_binary)
+        rows.append((
+            "binary size", f"{size / 1e6:.3f} MB ({size} bytes)", "stripped static musl", "",
+            "≤ 1.5 MB", "met" if size <= 1_500_000 else "MISSED", "",
+        ))
+
+    for key, fn in [("B1", b1), ("B2", b2), ("B3", b3), ("B4", b45), ("B6", b6), ("B7", b7), ("SIZE", size)]:
+        if want(key) or (key == "B4" and want("B5")):
+            fn()
+
+    machine = (
+        f"{os.cpu_count()} cores, {platform.machine()}, Linux {platform.release()}, "
+        f"Node {platform_node(node) if node else 'absent'}, "
+        f"Bun {subprocess.run([bun, '--version'], capture_output=True, text=True).stdout.strip() if bun else 'absent'}"
+    )
+    header = "| scenario | loopx median (min–max) | floor median (min–max) | ratio | budget | verdict | loopx peak RSS |\n|---|---|---|---|---|---|---|\n"
+    table = header + "".join("| " + " | ".join(r) + " |\n" for r in rows)
+    text = f"Machine: {machine}. Date: {time.strftime('%Y-%m-%d')}.\n\n{table}"
+    print(text)
+    with open(args.out, "w") as f:
+        f.write(text)
+    shutil.rmtree(work, ignore_errors=True)
+    if any(r[5] == "MISSED" for r in rows):
+        print("some budgets were missed", file=sys.stderr)
+
+
+def platform_node(node):
+    return subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip().lstrip("v")
+
+
+def tsx_loader_url(npm_dir):
+    tsx = os.path.join(npm_dir, "node_modules", "tsx")
+    with open(os.path.join(tsx, "package.json")) as f:
+        exports = json.load(f)["exports"]["."]
+    target = exports if isinstance(exports, str) else exports.get("import", exports.get("default"))
+    if isinstance(target, dict):
+        target = target.get("default")
+    return "file://" + os.path.normpath(os.path.join(tsx, target))
+
+
+if __name__ == "__main__":
+    main()
