@@ -44,7 +44,11 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         // Undo permission changes tests make so cleanup can proceed.
-        let _ = Command::new("chmod").arg("-R").arg("u+rwx").arg(&self.0).status();
+        let _ = Command::new("chmod")
+            .arg("-R")
+            .arg("u+rwx")
+            .arg(&self.0)
+            .status();
         let _ = fs::remove_dir_all(&self.0);
     }
 }
@@ -134,7 +138,12 @@ impl Project {
 
     /// `loopx <args>` in the project root.
     pub fn loopx(&self, args: &[&str]) -> Run {
-        let mut cmd = Command::new(loopx_bin());
+        self.loopx_at(&loopx_bin(), args)
+    }
+
+    /// Like `loopx`, but starts the binary through `bin` (e.g. a symlink).
+    pub fn loopx_at(&self, bin: &Path, args: &[&str]) -> Run {
+        let mut cmd = Command::new(bin);
         cmd.args(args).current_dir(&self.root);
         isolate(&mut cmd, &self.home);
         Run {
@@ -153,7 +162,8 @@ pub fn isolate(cmd: &mut Command, home: &Path) {
             cmd.env_remove(k);
         }
     }
-    cmd.env("HOME", home).env("XDG_CONFIG_HOME", home.join(".config"));
+    cmd.env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"));
 }
 
 /// A configured invocation.
@@ -189,7 +199,11 @@ impl Run {
         self.cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .stdin(if self.stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+            .stdin(if self.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            });
         let mut child = self.cmd.spawn().expect("spawn loopx");
         if let Some(data) = self.stdin.take() {
             let mut w = child.stdin.take().expect("stdin");
@@ -273,13 +287,23 @@ impl Outcome {
 
     #[track_caller]
     pub fn stdout_is(&self, expected: &str) -> &Outcome {
-        assert_eq!(self.stdout, expected, "stdout\n--- stderr:\n{}", self.stderr);
+        assert_eq!(
+            self.stdout, expected,
+            "stdout\n--- stderr:\n{}",
+            self.stderr
+        );
         self
     }
 
     #[track_caller]
     pub fn stdout_empty(&self) -> &Outcome {
         self.stdout_is("")
+    }
+
+    #[track_caller]
+    pub fn stderr_empty(&self) -> &Outcome {
+        assert_eq!(self.stderr, "", "stderr\n--- stdout:\n{}", self.stdout);
+        self
     }
 
     #[track_caller]
@@ -317,7 +341,12 @@ impl Outcome {
     pub fn usage_error(&self, needle: &str, help: &str) -> &Outcome {
         self.failure().stdout_empty().stderr_has(needle);
         let lines: Vec<&str> = self.stderr.lines().collect();
-        assert_eq!(lines.len(), 2, "usage error is message + hint:\n{}", self.stderr);
+        assert_eq!(
+            lines.len(),
+            2,
+            "usage error is message + hint:\n{}",
+            self.stderr
+        );
         assert!(lines[0].starts_with("loopx: error: "), "{}", self.stderr);
         assert_eq!(lines[1], format!("hint: see '{help}'"));
         self
@@ -331,4 +360,9 @@ pub fn logging_script(line: &str, stdout: &str) -> String {
         "echo {line} >> \"$LOOPX_PROJECT_ROOT/log\"\nprintf '%s' '{}'\n",
         stdout.replace('\'', r"'\''")
     )
+}
+
+/// `s` as one single-quoted bash word.
+pub fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
 }
