@@ -69,10 +69,12 @@ pub fn resolve_goto<'d>(
         why,
     })?;
     let (w, s) = parsed.for_goto(&from.workflow.name);
+    // Name the goto value as written, not only its resolved parts (§7.2).
+    let goto_from = Some(format!("'{raw}' from {}", from.label()));
     let workflow = d.workflows.get(w).ok_or_else(|| Error::UnknownWorkflow {
         workflow: w.to_string(),
         available: d.workflow_names(),
-        goto_from: Some(from.label()),
+        goto_from: goto_from.clone(),
     })?;
     let script = workflow
         .scripts
@@ -81,7 +83,7 @@ pub fn resolve_goto<'d>(
             workflow: w.to_string(),
             script: s.to_string(),
             available: workflow.script_names(),
-            goto_from: Some(from.label()),
+            goto_from,
         })?;
     Ok(Resolved { workflow, script })
 }

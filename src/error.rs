@@ -36,7 +36,7 @@ pub enum Error {
         why: Invalid,
     },
     /// A workflow that is not in the discovery results. `goto_from` is set
-    /// when a goto named it.
+    /// when a goto named it: the quoted goto value and the issuing script.
     UnknownWorkflow {
         workflow: String,
         available: Vec<String>,
@@ -154,7 +154,7 @@ fn list(names: &[String]) -> String {
 
 fn via(goto_from: &Option<String>) -> String {
     match goto_from {
-        Some(from) => format!(" (goto from {from})"),
+        Some(from) => format!(" (goto {from})"),
         None => String::new(),
     }
 }

@@ -138,7 +138,12 @@ impl Project {
 
     /// `loopx <args>` in the project root.
     pub fn loopx(&self, args: &[&str]) -> Run {
-        let mut cmd = Command::new(loopx_bin());
+        self.loopx_at(&loopx_bin(), args)
+    }
+
+    /// Like `loopx`, but starts the binary through `bin` (e.g. a symlink).
+    pub fn loopx_at(&self, bin: &Path, args: &[&str]) -> Run {
+        let mut cmd = Command::new(bin);
         cmd.args(args).current_dir(&self.root);
         isolate(&mut cmd, &self.home);
         Run {
@@ -302,6 +307,12 @@ impl Outcome {
     }
 
     #[track_caller]
+    pub fn stderr_empty(&self) -> &Outcome {
+        assert_eq!(self.stderr, "", "stderr\n--- stdout:\n{}", self.stdout);
+        self
+    }
+
+    #[track_caller]
     pub fn stderr_has(&self, needle: &str) -> &Outcome {
         assert!(
             self.stderr.contains(needle),
@@ -361,4 +372,9 @@ pub fn logging_script(line: &str, stdout: &str) -> String {
         "echo {line} >> \"$LOOPX_PROJECT_ROOT/log\"\nprintf '%s' '{}'\n",
         stdout.replace('\'', r"'\''")
     )
+}
+
+/// `s` as one single-quoted bash word.
+pub fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
 }

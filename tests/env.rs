@@ -1,0 +1,691 @@
+//! Environment variables end to end (§8): the env file grammar as scripts see
+//! it, where the global file lives, `-e`, injection precedence and loading
+//! once per run; and the `loopx env set/remove/list` subcommands (§4.3).
+
+mod util;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+
+use util::*;
+
+/// A script that records, for each name, `NAME=[value]` or `NAME unset` in
+/// `$LOOPX_PROJECT_ROOT/vars`, then stops the loop.
+fn dump_script(names: &[&str]) -> String {
+    let mut s = String::new();
+    for n in names {
+        s.push_str(&format!(
+            "if [ -n \"${{{n}+x}}\" ]; then printf '%s=[%s]\\n' {n} \"${n}\"; \
+             else printf '%s unset\\n' {n}; fi >> \"$LOOPX_PROJECT_ROOT/vars\"\n"
+        ));
+    }
+    s.push_str("printf '{\"stop\":true}'\n");
+    s
+}
+
+/// A project whose `ralph:index` dumps `names`.
+fn dump_project(names: &[&str]) -> Project {
+    let p = Project::new();
+    p.script("ralph", "index.sh", &dump_script(names));
+    p
+}
+
+/// What the dump script recorded, one entry per line.
+fn dumped(p: &Project) -> Vec<String> {
+    p.read("vars").lines().map(str::to_string).collect()
+}
+
+/// Runs `loopx run [extra...] ralph` with `run` configured by `f`, expecting
+/// success, and returns what the script saw.
+fn run_dump(p: &Project, extra: &[&str], f: impl FnOnce(Run) -> Run) -> Vec<String> {
+    let _ = fs::remove_file(p.path("vars"));
+    let mut args = vec!["run"];
+    args.extend_from_slice(extra);
+    args.push("ralph");
+    f(p.loopx(&args)).run().success().stdout_empty();
+    dumped(p)
+}
+
+fn seen(p: &Project) -> Vec<String> {
+    run_dump(p, &[], |r| r)
+}
+
+// --------------------------------------------------------- §8.1 grammar
+
+#[test]
+fn env_file_plain_assignments_are_injected() {
+    let p = dump_project(&["A", "B_2", "_c", "EMPTY"]);
+    p.global_env("A=1\nB_2=two words\n_c=x\nEMPTY=\n");
+    assert_eq!(seen(&p), ["A=[1]", "B_2=[two words]", "_c=[x]", "EMPTY=[]"]);
+}
+
+#[test]
+fn env_file_key_extends_to_the_first_equals() {
+    let p = dump_project(&["EQ", "LEAD"]);
+    // Only trailing whitespace is trimmed: a space after '=' is value.
+    p.global_env("EQ=a=b==c\nLEAD= v\n");
+    assert_eq!(seen(&p), ["EQ=[a=b==c]", "LEAD=[ v]"]);
+}
+
+#[test]
+fn env_file_comment_lines_are_skipped_and_inline_hash_is_value() {
+    let p = dump_project(&["COMMENTED", "HASH", "QHASH"]);
+    p.global_env("# COMMENTED=1\n#COMMENTED=2\nHASH=x # not a comment\nQHASH=\"#x\"\n");
+    let out = p.loopx(&["run", "ralph"]).run();
+    out.success().stderr_empty();
+    assert_eq!(
+        dumped(&p),
+        ["COMMENTED unset", "HASH=[x # not a comment]", "QHASH=[#x]"]
+    );
+}
+
+#[test]
+fn env_file_blank_lines_are_ignored() {
+    let p = dump_project(&["A", "B"]);
+    p.global_env("\nA=1\n\n   \n\t\nB=2\n\n");
+    p.loopx(&["run", "ralph"]).run().success().stderr_empty();
+    assert_eq!(dumped(&p), ["A=[1]", "B=[2]"]);
+}
+
+#[test]
+fn env_file_duplicate_keys_last_wins() {
+    let p = dump_project(&["D", "L"]);
+    p.global_env("D=first\nD=second\nD=third\n")
+        .file("local.env", "L=one\nL=two\n");
+    assert_eq!(
+        run_dump(&p, &["-e", "local.env"], |r| r),
+        ["D=[third]", "L=[two]"]
+    );
+}
+
+#[test]
+fn env_file_trailing_whitespace_is_trimmed() {
+    let p = dump_project(&["T", "QT", "TAB"]);
+    p.global_env("T=value   \nQT=\"  inner  \"  \t\nTAB=x\t\n");
+    assert_eq!(seen(&p), ["T=[value]", "QT=[  inner  ]", "TAB=[x]"]);
+}
+
+#[test]
+fn env_file_matched_quotes_are_stripped() {
+    let p = dump_project(&["DQ", "SQ", "EQ", "INNER", "OTHER"]);
+    p.global_env(
+        "DQ=\"double quoted\"\nSQ='single quoted'\nEQ=\"\"\nINNER=\"a\"b\"\nOTHER='say \"hi\"'\n",
+    );
+    assert_eq!(
+        seen(&p),
+        [
+            "DQ=[double quoted]",
+            "SQ=[single quoted]",
+            "EQ=[]",
+            "INNER=[a\"b]",
+            "OTHER=[say \"hi\"]",
+        ]
+    );
+}
+
+#[test]
+fn env_file_unmatched_quotes_are_kept_literally() {
+    let p = dump_project(&["U1", "U2", "U3", "U4", "U5"]);
+    p.global_env("U1=\"hello\nU2='world\nU3=\"x'\nU4=\"\nU5=x\"\n");
+    assert_eq!(
+        seen(&p),
+        [
+            "U1=[\"hello]",
+            "U2=['world]",
+            "U3=[\"x']",
+            "U4=[\"]",
+            "U5=[x\"]",
+        ]
+    );
+}
+
+#[test]
+fn env_file_has_no_escape_sequences() {
+    let p = dump_project(&["E1", "E2", "E3", "E4"]);
+    p.global_env("E1=\"\\n\\t\"\nE2='\\\\'\nE3=a\\ b\nE4=$HOME\n");
+    assert_eq!(
+        seen(&p),
+        ["E1=[\\n\\t]", "E2=[\\\\]", "E3=[a\\ b]", "E4=[$HOME]"]
+    );
+}
+
+#[test]
+fn env_file_invalid_lines_warn_naming_file_and_line_and_are_skipped() {
+    let body = "GOOD=1\nnoequals\n1BAD=val\nKEY WITH SPACES=val\nSPACED =v\n-X=1\nOK=2\n";
+    let p = dump_project(&["GOOD", "OK", "SPACED", "KEY"]);
+    p.global_env(body).file("local.env", body);
+    let out = p
+        .loopx(&["run", "-n", "1", "-e", "local.env", "ralph"])
+        .run();
+    out.success().stdout_empty();
+    assert_eq!(
+        dumped(&p),
+        ["GOOD=[1]", "OK=[2]", "SPACED unset", "KEY unset"]
+    );
+    for file in [p.global_env_path(), p.path("local.env")] {
+        for line in 2..=6 {
+            out.stderr_has(&format!("{}:{line}", file.display()));
+        }
+        for line in [1, 7] {
+            out.stderr_lacks(&format!("{}:{line}", file.display()));
+        }
+    }
+    assert_eq!(out.stderr.lines().count(), 10, "{}", out.stderr);
+    assert!(
+        out.stderr.lines().all(|l| l.contains("warning")),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn env_file_warnings_are_printed_once_per_run() {
+    let p = Project::new();
+    p.script(
+        "ralph",
+        "index.sh",
+        "echo x >> \"$LOOPX_PROJECT_ROOT/log\"\n",
+    );
+    p.global_env("not a line\n");
+    let out = p.loopx(&["run", "-n", "3", "ralph"]).run();
+    out.success();
+    assert_eq!(p.read("log"), "x\nx\nx\n");
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+}
+
+// ------------------------------------------------ §8.1 global file location
+
+#[test]
+fn global_env_file_is_read_from_xdg_config_home() {
+    let p = dump_project(&["WHERE"]);
+    // ~/.config/loopx/env holds a different value, which must lose.
+    p.global_env("WHERE=home\n");
+    let xdg = TempDir::new("xdg");
+    fs::create_dir_all(xdg.path().join("loopx")).expect("mkdir");
+    fs::write(xdg.path().join("loopx/env"), "WHERE=xdg\n").expect("write");
+    let seen = run_dump(&p, &[], |r| r.env("XDG_CONFIG_HOME", xdg.path()));
+    assert_eq!(seen, ["WHERE=[xdg]"]);
+}
+
+#[test]
+fn global_env_file_defaults_to_home_config_when_xdg_config_home_is_unset() {
+    let p = dump_project(&["WHERE"]);
+    fs::create_dir_all(p.home().join(".config/loopx")).expect("mkdir");
+    fs::write(p.home().join(".config/loopx/env"), "WHERE=home\n").expect("write");
+    let seen = run_dump(&p, &[], |r| r.env_remove("XDG_CONFIG_HOME"));
+    assert_eq!(seen, ["WHERE=[home]"]);
+
+    // The env subcommands use the same default location.
+    p.loopx(&["env", "set", "SET_HERE", "1"])
+        .env_remove("XDG_CONFIG_HOME")
+        .run()
+        .success();
+    assert_eq!(
+        fs::read_to_string(p.home().join(".config/loopx/env")).expect("read"),
+        "WHERE=home\nSET_HERE=\"1\"\n"
+    );
+    p.loopx(&["env", "list"])
+        .env_remove("XDG_CONFIG_HOME")
+        .run()
+        .success()
+        .stdout_is("SET_HERE=1\nWHERE=home\n");
+}
+
+#[test]
+fn missing_global_env_file_means_no_variables() {
+    let p = dump_project(&["UNSET_ANYWHERE"]);
+    assert!(!p.global_env_path().exists());
+    let out = p.loopx(&["run", "ralph"]).run();
+    out.success().stdout_empty().stderr_empty();
+    assert_eq!(dumped(&p), ["UNSET_ANYWHERE unset"]);
+}
+
+#[test]
+fn unreadable_global_env_file_fails_the_run() {
+    let p = dump_project(&["A"]);
+    p.global_env("A=1\n");
+    let path = p.global_env_path();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o000)).expect("chmod");
+    if fs::read(&path).is_ok() {
+        // Running as root: permissions do not stop reads. The directory
+        // variant below covers the same clause.
+        eprintln!("note: skipping the chmod 000 check, the file is still readable (root?)");
+        return;
+    }
+    p.loopx(&["run", "ralph"])
+        .run()
+        .failure()
+        .stdout_empty()
+        .stderr_has(&path.display().to_string());
+    assert!(!p.exists("vars"), "no script may run");
+}
+
+#[test]
+fn global_env_file_that_cannot_be_read_fails_run_and_env_commands() {
+    // A directory where the file should be: it exists, but reading it fails
+    // (EISDIR), even for root.
+    let p = dump_project(&["A"]);
+    let path = p.global_env_path();
+    fs::create_dir_all(&path).expect("mkdir");
+    let shown = path.display().to_string();
+    for args in [
+        &["run", "ralph"][..],
+        &["run", "-n", "0", "ralph"],
+        &["env", "list"],
+        &["env", "set", "A", "1"],
+        &["env", "remove", "A"],
+    ] {
+        p.loopx(args)
+            .run()
+            .failure()
+            .stdout_empty()
+            .stderr_has(&shown);
+    }
+    assert!(!p.exists("vars"), "no script may run");
+    assert!(path.is_dir(), "the directory is left alone");
+}
+
+// ---------------------------------------------------------------- §8.2 -e
+
+#[test]
+fn local_env_file_path_is_relative_to_the_project_root() {
+    let p = dump_project(&["L"]);
+    p.file("conf/local.env", "L=root\n")
+        // The same relative path inside the workflow directory (the
+        // scripts' cwd) must not be the one read.
+        .file(".loopx/ralph/conf/local.env", "L=workflow\n");
+    assert_eq!(run_dump(&p, &["-e", "conf/local.env"], |r| r), ["L=[root]"]);
+}
+
+#[test]
+fn local_env_file_absolute_path_is_used_as_is() {
+    let p = dump_project(&["L"]);
+    let elsewhere = TempDir::new("elsewhere");
+    let file = elsewhere.path().join("abs.env");
+    fs::write(&file, "L=absolute\n").expect("write");
+    let arg = file.display().to_string();
+    assert_eq!(run_dump(&p, &["-e", &arg], |r| r), ["L=[absolute]"]);
+}
+
+#[test]
+fn missing_local_env_file_fails_naming_the_path() {
+    let p = dump_project(&["L"]);
+    for args in [
+        &["run", "-e", "missing.env", "ralph"][..],
+        &["run", "-e", "sub/missing.env", "-n", "3", "ralph"],
+    ] {
+        p.loopx(args)
+            .run()
+            .failure()
+            .stdout_empty()
+            .stderr_has(args[2]);
+    }
+    assert!(!p.exists("vars"), "no script may run");
+}
+
+#[test]
+fn local_env_file_that_cannot_be_read_fails() {
+    let p = dump_project(&["L"]);
+    p.dir("env.d");
+    p.loopx(&["run", "-e", "env.d", "ralph"])
+        .run()
+        .failure()
+        .stdout_empty()
+        .stderr_has("env.d");
+    assert!(!p.exists("vars"));
+}
+
+// ---------------------------------------------------------- §8.3 injection
+
+#[test]
+fn inherited_environment_passes_through() {
+    let p = dump_project(&["FROM_SYSTEM"]);
+    let seen = run_dump(&p, &[], |r| r.env("FROM_SYSTEM", "sys"));
+    assert_eq!(seen, ["FROM_SYSTEM=[sys]"]);
+}
+
+#[test]
+fn global_env_overrides_inherited_environment() {
+    let p = dump_project(&["V"]);
+    p.global_env("V=global\n");
+    assert_eq!(run_dump(&p, &[], |r| r.env("V", "sys")), ["V=[global]"]);
+}
+
+#[test]
+fn local_env_file_overrides_global() {
+    let p = dump_project(&["V", "ONLY_GLOBAL", "ONLY_LOCAL"]);
+    p.global_env("V=global\nONLY_GLOBAL=g\n")
+        .file("local.env", "V=local\nONLY_LOCAL=l\n");
+    assert_eq!(
+        run_dump(&p, &["-e", "local.env"], |r| r.env("V", "sys")),
+        ["V=[local]", "ONLY_GLOBAL=[g]", "ONLY_LOCAL=[l]"]
+    );
+}
+
+#[test]
+fn local_env_file_overrides_inherited_environment() {
+    let p = dump_project(&["V"]);
+    p.file("local.env", "V=local\n");
+    assert_eq!(
+        run_dump(&p, &["-e", "local.env"], |r| r.env("V", "sys")),
+        ["V=[local]"]
+    );
+}
+
+/// The values loopx itself injects for `ralph:index` of `p`.
+fn loopx_vars(p: &Project) -> Vec<String> {
+    let bin = fs::canonicalize(loopx_bin()).expect("canonicalize binary");
+    vec![
+        format!("LOOPX_BIN=[{}]", bin.display()),
+        format!("LOOPX_PROJECT_ROOT=[{}]", p.root().display()),
+        "LOOPX_WORKFLOW=[ralph]".to_string(),
+    ]
+}
+
+const LOOPX_NAMES: [&str; 3] = ["LOOPX_BIN", "LOOPX_PROJECT_ROOT", "LOOPX_WORKFLOW"];
+
+#[test]
+fn loopx_variables_cannot_be_overridden_by_env_files() {
+    let p = dump_project(&LOOPX_NAMES);
+    let bogus = "LOOPX_BIN=/bogus/bin\nLOOPX_PROJECT_ROOT=/bogus/root\nLOOPX_WORKFLOW=bogus\n";
+    p.global_env(bogus).file("local.env", bogus);
+    assert_eq!(run_dump(&p, &["-e", "local.env"], |r| r), loopx_vars(&p));
+}
+
+#[test]
+fn loopx_variables_cannot_be_overridden_by_inherited_environment() {
+    let p = dump_project(&LOOPX_NAMES);
+    let seen = run_dump(&p, &[], |r| {
+        r.env("LOOPX_BIN", "/bogus/bin")
+            .env("LOOPX_PROJECT_ROOT", "/bogus/root")
+            .env("LOOPX_WORKFLOW", "bogus")
+    });
+    assert_eq!(seen, loopx_vars(&p));
+}
+
+#[test]
+fn env_files_are_loaded_once_per_run() {
+    let p = Project::new();
+    // Each iteration records G and L, then rewrites both env files.
+    p.script(
+        "ralph",
+        "index.sh",
+        "set -e\necho \"$G $L\" >> \"$LOOPX_PROJECT_ROOT/log\"\n\
+         \"$LOOPX_BIN\" env set G changed\n\
+         echo L=changed > \"$LOOPX_PROJECT_ROOT/local.env\"\n",
+    );
+    p.global_env("G=original\n")
+        .file("local.env", "L=original\n");
+    p.loopx(&["run", "-n", "3", "-e", "local.env", "ralph"])
+        .run()
+        .success();
+    assert_eq!(
+        p.read("log"),
+        "original original\noriginal original\noriginal original\n"
+    );
+    // The edits did land, and the next run sees them.
+    p.loopx(&["run", "-n", "1", "-e", "local.env", "ralph"])
+        .run()
+        .success();
+    assert!(
+        p.read("log").ends_with("\nchanged changed\n"),
+        "{}",
+        p.read("log")
+    );
+}
+
+// ------------------------------------------------------ §4.3 env commands
+
+fn global_text(p: &Project) -> String {
+    fs::read_to_string(p.global_env_path()).expect("read global env")
+}
+
+#[test]
+fn env_set_rejects_invalid_names() {
+    let p = Project::bare();
+    for name in ["1BAD", "A-B", "", "A B", "A.B", "É", "-x", "A=B"] {
+        p.loopx(&["env", "set", name, "v"])
+            .run()
+            .failure()
+            .stdout_empty()
+            .stderr_has(&format!("'{name}'"));
+    }
+    assert!(!p.global_env_path().exists(), "nothing written");
+}
+
+#[test]
+fn env_set_accepts_valid_names() {
+    let p = Project::bare();
+    for name in ["A", "_", "a_1", "_X9", "lower", "MiXeD_09"] {
+        p.loopx(&["env", "set", name, "v"])
+            .run()
+            .success()
+            .stdout_empty()
+            .stderr_empty();
+    }
+    p.loopx(&["env", "list"])
+        .run()
+        .success()
+        .stdout_is("A=v\nMiXeD_09=v\n_=v\n_X9=v\na_1=v\nlower=v\n");
+}
+
+#[test]
+fn env_set_rejects_values_with_line_breaks() {
+    let p = Project::bare();
+    p.global_env("KEEP=1\n");
+    for value in ["a\nb", "a\rb", "\n", "trailing\r\n", "\r"] {
+        p.loopx(&["env", "set", "K", value])
+            .run()
+            .failure()
+            .stdout_empty()
+            .stderr_has("'K'");
+    }
+    assert_eq!(global_text(&p), "KEEP=1\n", "file unchanged");
+}
+
+#[test]
+fn env_set_serializes_as_key_equals_quoted_literal() {
+    let p = Project::bare();
+    p.loopx(&["env", "set", "K", "a b"]).run().success();
+    assert_eq!(global_text(&p), "K=\"a b\"\n");
+    p.loopx(&["env", "set", "Q", "say \"hi\" \\n"])
+        .run()
+        .success();
+    assert_eq!(global_text(&p), "K=\"a b\"\nQ=\"say \"hi\" \\n\"\n");
+}
+
+#[test]
+fn env_set_round_trips_awkward_values() {
+    let values = [
+        "with spaces",
+        "#hash",
+        "a # b",
+        "a=b=c",
+        "\"double\"",
+        "'single'",
+        "\"",
+        "'",
+        "trailing  ",
+        "  leading",
+        "\\n\\t",
+        "$HOME ${X} `id`",
+        "",
+        "-dash",
+        "--",
+        "ünïcödé ☃",
+        "\t tab",
+    ];
+    let p = Project::new();
+    let mut names = Vec::new();
+    for (i, v) in values.iter().enumerate() {
+        let name = format!("V{i:02}");
+        p.loopx(&["env", "set", &name, v]).run().success();
+        names.push(name);
+    }
+    // Through `env list`...
+    let expected: String = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| format!("V{i:02}={v}\n"))
+        .collect();
+    p.loopx(&["env", "list"])
+        .run()
+        .success()
+        .stdout_is(&expected)
+        .stderr_empty();
+    // ...and as scripts see them.
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    p.script("ralph", "index.sh", &dump_script(&refs));
+    let seen: Vec<String> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| format!("V{i:02}=[{v}]"))
+        .collect();
+    assert_eq!(run_dump(&p, &[], |r| r), seen);
+}
+
+#[test]
+fn env_set_replaces_an_existing_value() {
+    let p = Project::bare();
+    p.loopx(&["env", "set", "K", "one"]).run().success();
+    p.loopx(&["env", "set", "K", "two"]).run().success();
+    assert_eq!(global_text(&p), "K=\"two\"\n");
+    p.loopx(&["env", "list"])
+        .run()
+        .success()
+        .stdout_is("K=two\n");
+}
+
+#[test]
+fn env_set_creates_the_config_directory() {
+    let p = Project::bare();
+    let dir = p.global_env_path().parent().expect("parent").to_path_buf();
+    assert!(!dir.exists());
+    p.loopx(&["env", "set", "K", "v"])
+        .run()
+        .success()
+        .stdout_empty()
+        .stderr_empty();
+    assert!(dir.is_dir());
+    assert_eq!(global_text(&p), "K=\"v\"\n");
+
+    // Also when the whole XDG_CONFIG_HOME does not exist yet.
+    let xdg = TempDir::new("xdg-new");
+    let cfg = xdg.path().join("does/not/exist");
+    p.loopx(&["env", "set", "K", "v"])
+        .env("XDG_CONFIG_HOME", &cfg)
+        .run()
+        .success();
+    assert_eq!(
+        fs::read_to_string(cfg.join("loopx/env")).expect("read"),
+        "K=\"v\"\n"
+    );
+}
+
+#[test]
+fn env_set_preserves_unrelated_lines_and_comments() {
+    let p = Project::bare();
+    let original =
+        "# my settings\nA=1\n\n  # indented comment\nK=old\nnot a valid line\nB='two'\nK=older\n";
+    p.global_env(original);
+    let out = p.loopx(&["env", "set", "K", "new"]).run();
+    out.success().stdout_empty();
+    let text = global_text(&p);
+    let others = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| !l.starts_with("K="))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(others(&text), others(original), "{text}");
+    let k: Vec<&str> = text.lines().filter(|l| l.starts_with("K=")).collect();
+    assert_eq!(k, ["K=\"new\""], "{text}");
+    p.loopx(&["env", "list"])
+        .run()
+        .success()
+        .stdout_is("A=1\nB=two\nK=new\n");
+}
+
+#[test]
+fn env_remove_deletes_the_variable() {
+    let p = Project::bare();
+    p.global_env("# keep me\nA=1\nB=2\nA=again\n");
+    p.loopx(&["env", "remove", "A"])
+        .run()
+        .success()
+        .stdout_empty()
+        .stderr_empty();
+    assert_eq!(global_text(&p), "# keep me\nB=2\n");
+    p.loopx(&["env", "list"]).run().success().stdout_is("B=2\n");
+}
+
+#[test]
+fn env_remove_of_a_missing_name_is_a_silent_noop() {
+    // No file at all: nothing is created.
+    let p = Project::bare();
+    p.loopx(&["env", "remove", "NOPE"])
+        .run()
+        .success()
+        .stdout_empty()
+        .stderr_empty();
+    assert!(!p.global_env_path().exists());
+
+    // A file without the name: left byte for byte as it was.
+    let original = "# c\nA=1\n\nB = spaced\n";
+    p.global_env(original);
+    p.loopx(&["env", "remove", "NOPE"])
+        .run()
+        .success()
+        .stdout_empty()
+        .stderr_empty();
+    assert_eq!(global_text(&p), original);
+}
+
+#[test]
+fn env_list_is_sorted_by_key() {
+    let p = Project::bare();
+    for (k, v) in [
+        ("c", "3"),
+        ("B", "2"),
+        ("_u", "u"),
+        ("a", "1"),
+        ("A", "0"),
+        ("AA", "00"),
+    ] {
+        p.loopx(&["env", "set", k, v]).run().success();
+    }
+    p.loopx(&["env", "list"])
+        .run()
+        .success()
+        .stdout_is("A=0\nAA=00\nB=2\n_u=u\na=1\nc=3\n");
+}
+
+#[test]
+fn env_list_shows_hand_edited_files_as_loaded() {
+    let p = Project::bare();
+    p.global_env("Z='quoted'\nA=first\n# c\nA=last  \n");
+    p.loopx(&["env", "list"])
+        .run()
+        .success()
+        .stdout_is("A=last\nZ=quoted\n");
+}
+
+#[test]
+fn env_list_is_empty_when_nothing_is_set() {
+    let p = Project::bare();
+    p.loopx(&["env", "list"])
+        .run()
+        .success()
+        .stdout_empty()
+        .stderr_empty();
+    p.global_env("# only a comment\n\n");
+    p.loopx(&["env", "list"])
+        .run()
+        .success()
+        .stdout_empty()
+        .stderr_empty();
+    // After removing the last variable.
+    p.loopx(&["env", "set", "K", "v"]).run().success();
+    p.loopx(&["env", "remove", "K"]).run().success();
+    p.loopx(&["env", "list"]).run().success().stdout_empty();
+}
