@@ -96,19 +96,28 @@ fn write_global(path: &Path, text: &str) -> Result<(), Error> {
     })
 }
 
-/// The file's lines minus every assignment to `name`, other lines untouched.
-fn without_key(text: &str, name: &str) -> (String, bool) {
+/// The file with every assignment to `name` removed and, when `replacement`
+/// is given, that line in place of the first one (appended when there was
+/// none). Every other line stays as the user wrote it. Returns whether an
+/// assignment was found.
+fn rewrite(text: &str, name: &str, replacement: Option<&str>) -> (String, bool) {
     let mut out = String::with_capacity(text.len());
-    let mut removed = false;
+    let mut found = false;
     for line in text.lines() {
         if envfile::line_key(line) == Some(name) {
-            removed = true;
+            if !found {
+                out.push_str(replacement.unwrap_or(""));
+            }
+            found = true;
             continue;
         }
         out.push_str(line);
         out.push('\n');
     }
-    (out, removed)
+    if !found {
+        out.push_str(replacement.unwrap_or(""));
+    }
+    (out, found)
 }
 
 /// `loopx env set <name> <value>` (§4.3).
@@ -125,8 +134,7 @@ pub fn set(name: &str, value: &str) -> Result<(), Error> {
     }
     let path = global_env_path()?;
     let existing = read_text(&path)?.unwrap_or_default();
-    let (mut text, _) = without_key(&existing, name);
-    text.push_str(&envfile::assignment(name, value));
+    let (text, _) = rewrite(&existing, name, Some(&envfile::assignment(name, value)));
     write_global(&path, &text)
 }
 
@@ -136,7 +144,7 @@ pub fn remove(name: &str) -> Result<(), Error> {
     let Some(existing) = read_text(&path)? else {
         return Ok(());
     };
-    let (text, removed) = without_key(&existing, name);
+    let (text, removed) = rewrite(&existing, name, None);
     if removed {
         write_global(&path, &text)?;
     }
@@ -158,4 +166,31 @@ pub fn list() -> Result<(), Error> {
         out.push('\n');
     }
     crate::print_stdout(&out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rewrite;
+
+    #[test]
+    fn set_replaces_in_place_and_drops_duplicates() {
+        let text = "# top\nA=1\nB=2\nA=3\n";
+        assert_eq!(
+            rewrite(text, "A", Some("A=\"x\"\n")),
+            ("# top\nA=\"x\"\nB=2\n".to_string(), true)
+        );
+        assert_eq!(
+            rewrite(text, "C", Some("C=\"y\"\n")),
+            (format!("{text}C=\"y\"\n"), false)
+        );
+    }
+
+    #[test]
+    fn remove_keeps_every_other_line() {
+        assert_eq!(
+            rewrite("A=1\n#c\nB=2\n", "A", None),
+            ("#c\nB=2\n".to_string(), true)
+        );
+        assert_eq!(rewrite("B=2\n", "A", None), ("B=2\n".to_string(), false));
+    }
 }
