@@ -147,6 +147,13 @@ pub trait Observer {
     /// this output (stop or the -n limit). Returns false when the consumer
     /// wants no further iteration: the loop then ends quietly.
     fn output(&mut self, out: &Output, last: bool, signals: &mut Signals) -> Result<bool, Error>;
+
+    /// Whether scripts may take over loopx's terminal while they run
+    /// (process::Terminal). Only the CLI: under the API the terminal belongs
+    /// to the consumer's program.
+    fn shares_terminal(&self) -> bool {
+        false
+    }
 }
 
 /// The CLI's observer: nothing to report, never pauses.
@@ -155,6 +162,10 @@ pub struct Cli;
 impl Observer for Cli {
     fn output(&mut self, _: &Output, _: bool, _: &mut Signals) -> Result<bool, Error> {
         Ok(true)
+    }
+
+    fn shares_terminal(&self) -> bool {
+        true
     }
 }
 
@@ -183,11 +194,19 @@ pub fn run(args: &RunArgs, observer: &mut dyn Observer) -> Result<(), Error> {
     env.push(("LOOPX_WORKFLOW".into(), OsString::new()));
     let workflow_slot = env.len() - 1;
 
+    let terminal = if observer.shares_terminal() {
+        process::Terminal::detect()
+    } else {
+        None
+    };
     let mut current = start;
     let mut stdin: Option<String> = None;
     let mut iterations: u64 = 0;
     loop {
         signals.drain();
+        // Descendants of earlier scripts that ended since are our zombies
+        // (subreaper); one non-blocking waitpid keeps the table clean.
+        process::reap_orphans();
         if let Some(signal) = signals.interrupted() {
             // §7.3: between iterations, exit at once.
             return Err(Error::Interrupted { signal });
@@ -204,6 +223,7 @@ pub fn run(args: &RunArgs, observer: &mut dyn Observer) -> Result<(), Error> {
                 cwd: &current.workflow.dir,
                 env: &env,
                 stdin: stdin.as_deref().map(str::as_bytes),
+                terminal: terminal.as_ref(),
             },
             &mut signals,
         )?;

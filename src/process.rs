@@ -33,6 +33,8 @@ pub struct Launch<'a> {
     pub env: &'a [(OsString, OsString)],
     /// Bytes for the script's stdin; `None` gives it an empty stdin.
     pub stdin: Option<&'a [u8]>,
+    /// The terminal to hand to the script while it runs (see `Terminal`).
+    pub terminal: Option<&'a Terminal>,
 }
 
 fn set_nonblocking(fd: RawFd) -> io::Result<()> {
@@ -142,14 +144,18 @@ fn reap(pid: libc::pid_t) -> Option<Status> {
             break;
         }
         if r == pid {
-            ours = Some(if libc::WIFSIGNALED(status) {
-                Status::Signal(libc::WTERMSIG(status))
-            } else {
-                Status::Code(libc::WEXITSTATUS(status))
-            });
+            ours = Some(decode(status));
         }
     }
     ours
+}
+
+fn decode(status: libc::c_int) -> Status {
+    if libc::WIFSIGNALED(status) {
+        Status::Signal(libc::WTERMSIG(status))
+    } else {
+        Status::Code(libc::WEXITSTATUS(status))
+    }
 }
 
 fn group_alive(pgid: libc::pid_t) -> bool {
@@ -175,6 +181,165 @@ pub fn become_subreaper() {
     }
 }
 
+/// Reaps descendants of earlier scripts that ended since the last look
+/// (we are their subreaper). One non-blocking waitpid when there are none.
+pub fn reap_orphans() {
+    reap(-1);
+}
+
+/// Runs `f` with SIGTTOU blocked in this thread: tcsetpgrp from a background
+/// process group is then allowed instead of stopping the caller.
+fn without_sigttou<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: sigset manipulation on local values; the previous mask is
+    // restored before returning.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTTOU);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+        let r = f();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        r
+    }
+}
+
+/// The controlling terminal, when loopx runs in its foreground (README,
+/// "Signals and process groups"). Every script runs in its own process group
+/// (§7.3), and a background group that reads the terminal is stopped by
+/// SIGTTIN; so while a script runs, its group is made the terminal's
+/// foreground group and loopx takes the terminal back when it ends.
+pub struct Terminal {
+    fd: RawFd,
+    /// loopx's own process group, foreground when loopx started.
+    own: libc::pid_t,
+    /// The terminal modes at start, restored after a script that was killed
+    /// or interrupted (a full-screen program may leave raw mode behind).
+    modes: libc::termios,
+}
+
+impl Terminal {
+    /// The terminal on stdin or stderr, if it is loopx's controlling terminal
+    /// and loopx's process group is its foreground group.
+    pub fn detect() -> Option<Terminal> {
+        // SAFETY: plain queries on the standard descriptors.
+        unsafe {
+            let own = libc::getpgrp();
+            for fd in [0, 2] {
+                if libc::isatty(fd) != 1 || libc::tcgetpgrp(fd) != own {
+                    continue;
+                }
+                let mut modes: libc::termios = std::mem::zeroed();
+                if libc::tcgetattr(fd, &mut modes) != 0 {
+                    continue;
+                }
+                return Some(Terminal { fd, own, modes });
+            }
+        }
+        None
+    }
+
+    fn foreground(&self) -> libc::pid_t {
+        // SAFETY: a query on a descriptor loopx keeps open.
+        unsafe { libc::tcgetpgrp(self.fd) }
+    }
+
+    /// Gives the terminal to `pgid`, only while loopx holds it: if the user
+    /// moved loopx to the background, nothing is taken from the shell.
+    fn give(&self, pgid: libc::pid_t) {
+        if self.foreground() == self.own {
+            // SAFETY: tcsetpgrp on the terminal descriptor.
+            without_sigttou(|| unsafe { libc::tcsetpgrp(self.fd, pgid) });
+        }
+    }
+
+    /// Takes the terminal back from `pgid`, if that group still holds it.
+    fn take_back(&self, pgid: libc::pid_t) {
+        if self.foreground() == pgid {
+            // SAFETY: tcsetpgrp on the terminal descriptor.
+            without_sigttou(|| unsafe { libc::tcsetpgrp(self.fd, self.own) });
+        }
+    }
+
+    /// Puts back the modes loopx started with.
+    fn restore_modes(&self) {
+        if self.foreground() == self.own {
+            // SAFETY: tcsetattr with modes read from this terminal.
+            without_sigttou(|| unsafe { libc::tcsetattr(self.fd, libc::TCSADRAIN, &self.modes) });
+        }
+    }
+}
+
+/// Hands the terminal over in the child, between fork and exec, so the script
+/// never runs a single instruction in the background. Only async-signal-safe
+/// calls: sigprocmask, tcgetpgrp, tcsetpgrp, getpid.
+fn take_terminal_in_child(fd: RawFd, loopx_group: libc::pid_t) {
+    // SAFETY: see above; the mask is restored before exec.
+    unsafe {
+        if libc::tcgetpgrp(fd) != loopx_group {
+            return;
+        }
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTTOU);
+        libc::sigprocmask(libc::SIG_BLOCK, &set, &mut old);
+        libc::tcsetpgrp(fd, libc::getpid());
+        libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+    }
+}
+
+/// Takes the terminal back when dropped, so no early return leaves a dead
+/// or finished group in the foreground.
+struct Foreground<'a> {
+    terminal: &'a Terminal,
+    pgid: libc::pid_t,
+}
+
+impl Drop for Foreground<'_> {
+    fn drop(&mut self) {
+        if self.pgid > 0 {
+            self.terminal.take_back(self.pgid);
+        }
+    }
+}
+
+/// A change of the script seen with WUNTRACED.
+enum Waited {
+    Stopped,
+    Ended(Status),
+}
+
+/// Checks the script alone, including stops (Ctrl-Z while it held the
+/// terminal, or SIGTTIN).
+fn wait_script(pid: libc::pid_t) -> Option<Waited> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: waitpid with a valid status pointer, non-blocking.
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG | libc::WUNTRACED) };
+    if r != pid {
+        None
+    } else if libc::WIFSTOPPED(status) {
+        Some(Waited::Stopped)
+    } else {
+        Some(Waited::Ended(decode(status)))
+    }
+}
+
+/// Job control for a script holding the terminal: when it stops, loopx takes
+/// the terminal back and stops itself, so the user's shell sees the job
+/// stopped and gets the terminal; `fg` continues loopx, which hands the
+/// terminal back and continues the script's group.
+fn suspend_with(terminal: &Terminal, pgid: libc::pid_t) {
+    terminal.take_back(pgid);
+    // SAFETY: signals to ourselves and to the script's group. SIGTSTP is
+    // discarded in an orphaned process group: then we simply go on.
+    unsafe {
+        libc::kill(0, libc::SIGTSTP);
+    }
+    terminal.give(pgid);
+    kill_group(pgid, libc::SIGCONT);
+}
+
 /// Runs the script to completion. Ok(stdout) only for exit code 0 (§7.2).
 pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
     let mut cmd = Command::new(launch.program);
@@ -189,12 +354,28 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
         } else {
             Stdio::null()
         });
+    if let Some(terminal) = launch.terminal {
+        let (fd, own) = (terminal.fd, terminal.own);
+        // SAFETY: the hook only makes async-signal-safe calls.
+        unsafe {
+            cmd.pre_exec(move || {
+                take_terminal_in_child(fd, own);
+                Ok(())
+            });
+        }
+    }
+    let mut foreground = launch
+        .terminal
+        .map(|terminal| Foreground { terminal, pgid: 0 });
     let mut child = cmd.spawn().map_err(|err| Error::Spawn {
         script: launch.label.to_string(),
         program: launch.program.display().to_string(),
         err,
     })?;
     let pid = child.id() as libc::pid_t;
+    if let Some(fg) = foreground.as_mut() {
+        fg.pgid = pid;
+    }
     let io_err = |err| Error::io(format!("supervising script {}", launch.label), err);
 
     let mut stdout: Option<OwnedFd> = child.stdout.take().map(OwnedFd::from);
@@ -205,28 +386,30 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
     let input = launch.stdin.unwrap_or(&[]);
     let mut written = 0usize;
     let mut captured = Vec::new();
+    // §7.3: set when an interrupt was forwarded; SIGKILL follows at this time.
     let mut deadline: Option<Instant> = None;
+    let mut killed = false;
 
     let status = loop {
-        let mut fds = Vec::with_capacity(3);
-        fds.push(libc::pollfd {
+        let none = libc::pollfd {
+            fd: -1,
+            events: 0,
+            revents: 0,
+        };
+        let mut fds = [none; 3];
+        fds[0] = libc::pollfd {
             fd: signals.fd(),
             events: libc::POLLIN,
             revents: 0,
-        });
+        };
+        // A negative fd is ignored by poll: the slots stay fixed.
         if let Some(fd) = &stdout {
-            fds.push(libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            });
+            fds[1].fd = fd.as_raw_fd();
+            fds[1].events = libc::POLLIN;
         }
         if let Some(fd) = &stdin {
-            fds.push(libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLOUT,
-                revents: 0,
-            });
+            fds[2].fd = fd.as_raw_fd();
+            fds[2].events = libc::POLLOUT;
         }
         let timeout = match deadline {
             Some(d) => d
@@ -249,28 +432,33 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
             // §7.3: forward to the whole group, then allow the grace period.
             kill_group(pid, sig);
             deadline = Some(Instant::now() + GRACE);
-        } else if ev.repeated_interrupt {
+        } else if ev.repeated_interrupt && !killed {
             // A second Ctrl-C means "stop now": escalate at once. The exit
             // code stays that of the first signal.
             kill_group(pid, libc::SIGKILL);
+            killed = true;
         }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+        if !killed && deadline.is_some_and(|d| Instant::now() >= d) {
             kill_group(pid, libc::SIGKILL);
+            killed = true;
+        }
+        if killed {
+            // Nothing left to time: the script's exit (SIGCHLD) wakes us.
+            deadline = None;
         }
 
-        let mut idx = 1;
         if let Some(fd) = &stdout {
-            if fds[idx].revents != 0 {
-                if let ReadOutcome::Eof =
-                    read_available(fd.as_raw_fd(), &mut captured, None).map_err(io_err)?
-                {
-                    stdout = None;
-                }
+            if fds[1].revents != 0
+                && matches!(
+                    read_available(fd.as_raw_fd(), &mut captured, None).map_err(io_err)?,
+                    ReadOutcome::Eof
+                )
+            {
+                stdout = None;
             }
-            idx += 1;
         }
         if let Some(fd) = &stdin {
-            if fds[idx].revents != 0
+            if fds[2].revents != 0
                 && (!write_available(fd.as_raw_fd(), input, &mut written) || written == input.len())
             {
                 stdin = None;
@@ -281,27 +469,53 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
         }
 
         if ev.child || r == 0 {
-            if let Some(status) = reap(pid) {
+            let mut ended = None;
+            if let Some(terminal) = launch.terminal {
+                match wait_script(pid) {
+                    Some(Waited::Stopped) => suspend_with(terminal, pid),
+                    Some(Waited::Ended(status)) => ended = Some(status),
+                    None => {}
+                }
+            }
+            if let Some(status) = reap(pid).or(ended) {
                 break status;
             }
         }
     };
 
-    // The script has exited. Take what it wrote before exiting, but do not
-    // wait for EOF: a background process may hold the pipe open for ever.
+    // The script has exited. Take what is in the pipe now — everything the
+    // script wrote before it exited — but do not wait for EOF: a background
+    // process may hold the pipe open for ever (README, "Signals and process
+    // groups").
     if let Some(fd) = stdout.take() {
         let fd = fd.as_raw_fd();
         read_available(fd, &mut captured, Some(readable_bytes(fd))).map_err(io_err)?;
     }
     drop(stdin);
     drop(child);
+    // The terminal goes back to loopx as soon as the script itself is gone;
+    // what is left of its group runs on in the background, as after a shell
+    // job's leader exits.
+    drop(foreground);
 
+    // A Ctrl-C typed while the script held the terminal reached only the
+    // script's group: a script that died of it, or exited with the shell's
+    // "interrupted" status 130, ends the loop as if loopx had received it.
+    if launch.terminal.is_some()
+        && matches!(status, Status::Signal(libc::SIGINT) | Status::Code(130))
+    {
+        signals.note_interrupt(libc::SIGINT);
+    }
     if let Some(sig) = signals.interrupted() {
-        wait_for_group(
-            pid,
-            signals,
-            deadline.unwrap_or_else(|| Instant::now() + GRACE),
-        );
+        let deadline = if killed {
+            Instant::now()
+        } else {
+            deadline.unwrap_or_else(|| Instant::now() + GRACE)
+        };
+        wait_for_group(pid, signals, deadline);
+        if let Some(terminal) = launch.terminal {
+            terminal.restore_modes();
+        }
         return Err(Error::Interrupted { signal: sig });
     }
     match status {
@@ -322,44 +536,52 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
                 code,
             })
         }
-        Status::Signal(signal) => Err(Error::ScriptKilled {
-            script: launch.label.to_string(),
-            signal,
-        }),
+        Status::Signal(signal) => {
+            if let Some(terminal) = launch.terminal {
+                terminal.restore_modes();
+            }
+            Err(Error::ScriptKilled {
+                script: launch.label.to_string(),
+                signal,
+            })
+        }
     }
 }
 
 /// After an interrupt: waits until no process of the group remains, or kills
 /// it when the grace period ends (§7.3). A second interrupt escalates at once.
+/// Group exit is not an event, so it is checked on short ticks.
 fn wait_for_group(pgid: libc::pid_t, signals: &mut Signals, deadline: Instant) {
     let mut killed = false;
+    let mut killed_at = Instant::now();
     loop {
-        reap(pgid);
+        reap(-1);
         if !group_alive(pgid) {
             return;
         }
         let now = Instant::now();
-        if now >= deadline || killed {
-            if !killed {
-                kill_group(pgid, libc::SIGKILL);
-                killed = true;
-                continue;
-            }
-            // SIGKILL cannot be ignored; give the kernel a moment to finish.
-            if now >= deadline + Duration::from_secs(1) {
-                return;
-            }
+        if !killed && now >= deadline {
+            kill_group(pgid, libc::SIGKILL);
+            killed = true;
+            killed_at = now;
+            continue;
+        }
+        // SIGKILL cannot be ignored; give the kernel a moment to finish
+        // (a process in uninterruptible sleep dies when it wakes up).
+        if killed && now >= killed_at + Duration::from_secs(2) {
+            return;
         }
         let mut pfd = libc::pollfd {
             fd: signals.fd(),
             events: libc::POLLIN,
             revents: 0,
         };
-        // SAFETY: one valid pollfd. Short ticks: group exit is not an event.
+        // SAFETY: one valid pollfd.
         unsafe { libc::poll(&mut pfd, 1, 20) };
         if signals.drain().repeated_interrupt && !killed {
             kill_group(pgid, libc::SIGKILL);
             killed = true;
+            killed_at = Instant::now();
         }
     }
 }

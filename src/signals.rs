@@ -9,9 +9,15 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 static WRITE_FD: AtomicI32 = AtomicI32::new(-1);
 
+/// loopx's own pid. Between fork and exec a child still runs this handler
+/// with the inherited self-pipe; its bytes would read as a second signal.
+static OWN_PID: AtomicI32 = AtomicI32::new(-1);
+
 /// Set on a byte when the sender was our parent process. The npm shim forwards
 /// every SIGINT it gets, and a Ctrl-C at the terminal reaches both it and us:
-/// the forwarded copy must not count as a second Ctrl-C.
+/// the forwarded copy must not count as a second Ctrl-C. A parent that sends
+/// signals on its own (a supervisor, a test) must still be able to escalate,
+/// so copies are matched by count, not dropped (see `Signals::count`).
 const FROM_PARENT: u8 = 0x80;
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -25,11 +31,15 @@ unsafe fn errno_location() -> *mut libc::c_int {
 }
 
 extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
-    // SAFETY: only async-signal-safe calls (getppid, write) and errno is
+    // SAFETY: only async-signal-safe calls (getpid, getppid, write) and errno is
     // restored so the interrupted code never sees it change.
     unsafe {
         let errno = errno_location();
         let saved = *errno;
+        if libc::getpid() != OWN_PID.load(Ordering::Relaxed) {
+            *errno = saved;
+            return;
+        }
         let mut byte = sig as u8;
         if sig != libc::SIGCHLD && !info.is_null() && (*info).si_pid() == libc::getppid() {
             byte |= FROM_PARENT;
@@ -62,6 +72,10 @@ pub struct Signals {
     _write: OwnedFd,
     /// The first interrupt received: its number decides the exit code.
     first: Option<i32>,
+    /// Interrupts received per [SIGINT, SIGTERM] and origin [other, parent].
+    counts: [[u32; 2]; 2],
+    /// Genuine interrupts so far (see `count`).
+    genuine: u32,
 }
 
 fn set_flags(fd: RawFd) -> io::Result<()> {
@@ -92,11 +106,15 @@ impl Signals {
         let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         set_flags(read.as_raw_fd())?;
         set_flags(write.as_raw_fd())?;
+        // SAFETY: getpid cannot fail.
+        OWN_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
         WRITE_FD.store(write.as_raw_fd(), Ordering::Relaxed);
         for (sig, extra) in [
             (libc::SIGINT, 0),
             (libc::SIGTERM, 0),
-            (libc::SIGCHLD, libc::SA_NOCLDSTOP),
+            // Stops are reported too: a script stopped by Ctrl-Z while it
+            // holds the terminal must stop loopx as well (process.rs).
+            (libc::SIGCHLD, 0),
         ] {
             // SAFETY: a zeroed sigaction with our handler and an empty mask.
             unsafe {
@@ -113,6 +131,8 @@ impl Signals {
             read,
             _write: write,
             first: None,
+            counts: [[0; 2]; 2],
+            genuine: 0,
         })
     }
 
@@ -123,6 +143,21 @@ impl Signals {
     /// The interrupt that ends this run, if one arrived.
     pub fn interrupted(&self) -> Option<i32> {
         self.first
+    }
+
+    /// Records an interrupt that reached the script instead of loopx: a
+    /// Ctrl-C typed while the script held the terminal (process.rs).
+    pub fn note_interrupt(&mut self, signal: i32) {
+        self.first.get_or_insert(signal);
+        self.counts[usize::from(signal == libc::SIGTERM)][0] += 1;
+        self.genuine = self.count();
+    }
+
+    /// Distinct interrupts: a Ctrl-C reaching both loopx and the npm shim
+    /// arrives twice (directly, and forwarded by the parent), so per signal
+    /// the larger of the two origins' counts is what the user sent.
+    fn count(&self) -> u32 {
+        self.counts.iter().map(|c| c[0].max(c[1])).sum()
     }
 
     /// Reads everything queued in the pipe without blocking.
@@ -142,14 +177,19 @@ impl Signals {
                     ev.child = true;
                     continue;
                 }
-                match self.first {
-                    None => {
-                        self.first = Some(sig);
-                        ev.first_interrupt = Some(sig);
+                let origin = usize::from(b & FROM_PARENT != 0);
+                let kind = usize::from(sig == libc::SIGTERM);
+                self.counts[kind][origin] += 1;
+                self.first.get_or_insert(sig);
+                let genuine = self.count();
+                if genuine > self.genuine {
+                    if self.genuine == 0 {
+                        ev.first_interrupt = self.first;
                     }
-                    // The shim's forwarded copy of a signal we already have.
-                    Some(first) if b & FROM_PARENT != 0 && first == sig => {}
-                    Some(_) => ev.repeated_interrupt = true,
+                    if genuine >= 2 {
+                        ev.repeated_interrupt = true;
+                    }
+                    self.genuine = genuine;
                 }
             }
         }

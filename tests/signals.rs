@@ -1,0 +1,343 @@
+//! Signal handling (§7.3): SIGINT/SIGTERM forwarded to the script's whole
+//! process group, the 5-second grace period, escalation on a second signal,
+//! signals between iterations, and Ctrl-C typed at a terminal that the script
+//! holds (README, "Signals and process groups").
+//!
+//! loopx runs in its own process group and gets real signals from the test.
+//! Scripts write pid files and heartbeats; the tests wait on those files, not
+//! on fixed sleeps. The grace-period tests take about 5 s each by nature.
+
+#[path = "util/procs.rs"]
+mod procs;
+mod util;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use procs::*;
+use util::*;
+
+/// The grace period of §7.3.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// A heartbeat loop: appends to `$LOOPX_PROJECT_ROOT/<file>` every 50 ms.
+fn heartbeat(file: &str) -> String {
+    format!("while :; do echo x >> \"$LOOPX_PROJECT_ROOT/{file}\"; sleep 0.05; done")
+}
+
+/// Asserts that the heartbeat file no longer grows.
+#[track_caller]
+fn assert_heartbeat_stopped(p: &Project, file: &str) {
+    let before = size(&p.path(file));
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        size(&p.path(file)),
+        before,
+        "{file} still grows: a process of the group survived"
+    );
+}
+
+/// A script whose foreground grandchild writes a heartbeat.
+fn grandchild_project() -> Project {
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        &format!(
+            "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\n\
+             bash -c 'echo $$ > \"$LOOPX_PROJECT_ROOT/grandchild.pid\"; {}'\n",
+            heartbeat("hb")
+        ),
+    );
+    p
+}
+
+fn forwarded_signal_ends_the_group(sig: i32, code: i32) {
+    let p = grandchild_project();
+    let run = start(p.loopx(&["run", "w"]));
+    let pgid = read_pid(&p, "script.pid");
+    let grandchild = read_pid(&p, "grandchild.pid");
+    wait_until("heartbeat", || size(&p.path("hb")) > 0);
+    run.signal(sig);
+    run.finish().code(code).stdout_empty().stderr_empty();
+    assert!(!alive(grandchild), "the grandchild survived");
+    assert_group_gone(pgid);
+    assert_heartbeat_stopped(&p, "hb");
+}
+
+#[test]
+fn sigint_is_forwarded_to_the_whole_group_and_exits_130() {
+    forwarded_signal_ends_the_group(libc::SIGINT, 130);
+}
+
+#[test]
+fn sigterm_is_forwarded_to_the_whole_group_and_exits_143() {
+    forwarded_signal_ends_the_group(libc::SIGTERM, 143);
+}
+
+#[test]
+fn script_ignoring_sigterm_is_killed_after_the_grace_period() {
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        &format!(
+            "trap '' TERM\necho $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\n{}\n",
+            heartbeat("hb")
+        ),
+    );
+    let run = start(p.loopx(&["run", "w"]));
+    let pgid = read_pid(&p, "script.pid");
+    wait_until("heartbeat", || size(&p.path("hb")) > 0);
+    run.signal(libc::SIGTERM);
+    let signalled = Instant::now();
+    let out = run.finish();
+    let took = signalled.elapsed();
+    out.code(143).stdout_empty().stderr_empty();
+    assert!(
+        took >= GRACE - Duration::from_millis(300),
+        "killed before the grace period ended: {took:?}"
+    );
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    assert_group_gone(pgid);
+    assert_heartbeat_stopped(&p, "hb");
+}
+
+/// A script whose background job (SIGINT ignored, as bash does for `&` in a
+/// non-interactive shell) writes a heartbeat while the script waits.
+fn background_job_project() -> Project {
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        &format!(
+            "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\n\
+             {{ {}; }} &\n\
+             echo $! > \"$LOOPX_PROJECT_ROOT/job.pid\"\n\
+             wait\n",
+            heartbeat("hb")
+        ),
+    );
+    p
+}
+
+#[test]
+fn background_job_ignoring_sigint_is_killed_when_the_grace_period_ends() {
+    let p = background_job_project();
+    let run = start(p.loopx(&["run", "w"]));
+    let pgid = read_pid(&p, "script.pid");
+    let job = read_pid(&p, "job.pid");
+    wait_until("heartbeat", || size(&p.path("hb")) > 0);
+    run.signal(libc::SIGINT);
+    let signalled = Instant::now();
+    // The script itself ends at once; its job ignores SIGINT and goes on.
+    wait_until("the script to end", || !alive(pgid));
+    let after = size(&p.path("hb"));
+    wait_until("the job to outlive the script", || {
+        size(&p.path("hb")) > after
+    });
+    let out = run.finish();
+    let took = signalled.elapsed();
+    out.code(130).stdout_empty().stderr_empty();
+    assert!(
+        took >= GRACE - Duration::from_millis(300),
+        "loopx exited before the grace period ended: {took:?}"
+    );
+    assert!(!alive(job), "the background job survived loopx");
+    assert_group_gone(pgid);
+    assert_heartbeat_stopped(&p, "hb");
+}
+
+/// First signal, wait until it was handled (the script is gone, its job
+/// lives on), then a second one: SIGKILL at once, exit code of the first.
+fn second_signal_escalates(second: i32) {
+    let p = background_job_project();
+    let run = start(p.loopx(&["run", "w"]));
+    let pgid = read_pid(&p, "script.pid");
+    let job = read_pid(&p, "job.pid");
+    wait_until("heartbeat", || size(&p.path("hb")) > 0);
+    run.signal(libc::SIGINT);
+    let signalled = Instant::now();
+    wait_until("the script to end", || !alive(pgid));
+    run.signal(second);
+    let out = run.finish();
+    let took = signalled.elapsed();
+    out.code(130).stdout_empty().stderr_empty();
+    assert!(
+        took < GRACE - Duration::from_millis(500),
+        "the second signal did not escalate: {took:?}"
+    );
+    assert!(!alive(job), "the background job survived loopx");
+    assert_group_gone(pgid);
+    assert_heartbeat_stopped(&p, "hb");
+}
+
+#[test]
+fn second_sigint_during_the_grace_period_kills_at_once_and_keeps_130() {
+    second_signal_escalates(libc::SIGINT);
+}
+
+#[test]
+fn sigterm_after_sigint_escalates_and_keeps_the_first_exit_code() {
+    second_signal_escalates(libc::SIGTERM);
+}
+
+#[test]
+fn signal_while_the_script_still_runs_the_grace_period_then_second_signal() {
+    // The second signal arrives while the script itself is still alive
+    // (it ignores SIGINT): escalation does not wait for the script to end.
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        &format!(
+            "trap 'echo int >> \"$LOOPX_PROJECT_ROOT/got\"' INT\n\
+             echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\n{}\n",
+            heartbeat("hb")
+        ),
+    );
+    let run = start(p.loopx(&["run", "w"]));
+    let pgid = read_pid(&p, "script.pid");
+    wait_until("heartbeat", || size(&p.path("hb")) > 0);
+    run.signal(libc::SIGINT);
+    let signalled = Instant::now();
+    wait_for_file(&p.path("got"));
+    assert!(alive(pgid), "the script traps SIGINT and goes on");
+    run.signal(libc::SIGINT);
+    let out = run.finish();
+    assert!(signalled.elapsed() < GRACE - Duration::from_millis(500));
+    out.code(130).stdout_empty().stderr_empty();
+    assert_group_gone(pgid);
+}
+
+#[test]
+fn signal_between_iterations_exits_at_once_without_another_iteration() {
+    // The API machine mode waits for `next` between iterations with no
+    // script running: a deterministic "between iterations" (§7.3).
+    let p = Project::new();
+    p.script("w", "index.sh", &logging_script("index", ""));
+    let mut run = start_with_stdin(p.loopx(&["__api", "1", "--", "w"]), Stdio::piped());
+    let stdin = run.child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(run.child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("first message");
+    assert!(line.starts_with("{\"type\":\"output\""), "{line}");
+    // No child of loopx is running now.
+    run.signal(libc::SIGINT);
+    let mut rest = String::new();
+    stdout.read_line(&mut rest).expect("final message");
+    let status = run.child.wait().expect("wait");
+    drop(stdin);
+    assert_eq!(status.code(), Some(130));
+    assert!(rest.contains("\"exitCode\":130"), "{rest}");
+    assert_eq!(p.read("log"), "index\n", "no further iteration started");
+}
+
+#[test]
+fn interrupt_from_inside_a_script_stops_the_loop_before_the_next_iteration() {
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        "echo run >> \"$LOOPX_PROJECT_ROOT/log\"\nkill -TERM $PPID\nexit 0\n",
+    );
+    start(p.loopx(&["run", "-n", "5", "w"]))
+        .finish()
+        .code(143)
+        .stdout_empty()
+        .stderr_empty();
+    assert_eq!(p.read("log"), "run\n");
+}
+
+// --- Ctrl-C typed at a terminal the script holds --------------------------
+
+#[test]
+fn ctrl_c_at_the_terminal_ends_the_loop_with_130() {
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\necho READY >&2\nread -r line </dev/tty\necho \"$line\" >> \"$LOOPX_PROJECT_ROOT/log\"\n",
+    );
+    let out = run_on_pty(
+        &p,
+        &["run", "w"],
+        &[("--wait", "READY"), ("--send", "\\x03")],
+    );
+    assert_eq!(out.exit, "130", "{}", out.transcript);
+    assert!(
+        !p.exists("log"),
+        "the read was interrupted, no line arrived"
+    );
+    assert!(!out.transcript.contains("error"), "{}", out.transcript);
+    assert_group_gone(read_pid(&p, "script.pid"));
+}
+
+#[test]
+fn ctrl_c_at_the_terminal_leaves_no_process_of_the_group() {
+    // The script's background job ignores SIGINT (and SIGHUP, so the
+    // terminal's hang-up cannot be what ends it): loopx must kill it when
+    // the grace period ends, before it exits.
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        &format!(
+            "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\n\
+             ( trap '' INT HUP; {} ) &\n\
+             echo $! > \"$LOOPX_PROJECT_ROOT/job.pid\"\n\
+             echo READY >&2\n\
+             sleep 30\n",
+            heartbeat("hb")
+        ),
+    );
+    let started = Instant::now();
+    let out = run_on_pty(
+        &p,
+        &["run", "w"],
+        &[("--wait", "READY"), ("--send", "\\x03")],
+    );
+    assert_eq!(out.exit, "130", "{}", out.transcript);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "sleep 30 was not interrupted"
+    );
+    let job = read_pid(&p, "job.pid");
+    assert!(!alive(job), "the background job survived loopx");
+    assert_group_gone(read_pid(&p, "script.pid"));
+    assert_heartbeat_stopped(&p, "hb");
+}
+
+#[test]
+fn script_handling_ctrl_c_at_the_terminal_with_exit_130_ends_the_loop() {
+    // A CLI that handles Ctrl-C itself and exits 130 while holding the
+    // terminal ends the loop like a script killed by SIGINT.
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        "echo run >> \"$LOOPX_PROJECT_ROOT/log\"\ntrap 'exit 130' INT\necho READY >&2\nwhile :; do sleep 0.05; done\n",
+    );
+    let out = run_on_pty(
+        &p,
+        &["run", "-n", "3", "w"],
+        &[("--wait", "READY"), ("--send", "\\x03")],
+    );
+    assert_eq!(out.exit, "130", "{}", out.transcript);
+    assert_eq!(p.read("log"), "run\n");
+}
+
+#[test]
+fn without_a_terminal_a_script_exiting_130_is_an_ordinary_failure() {
+    // The 130 rule is for Ctrl-C at a terminal only (README); elsewhere
+    // §7.2 applies.
+    let p = Project::new();
+    p.script("w", "index.sh", "exit 130\n");
+    p.loopx(&["run", "w"])
+        .run()
+        .failure()
+        .stderr_has("w:index")
+        .stderr_has("130");
+}

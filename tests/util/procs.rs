@@ -1,0 +1,239 @@
+//! Helpers for process-level tests: loopx started in its own process group so
+//! a test can send it real signals, polling for readiness files, looking for
+//! surviving processes in /proc, and a pseudo-terminal driver.
+#![allow(dead_code)]
+
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::util::{isolate, loopx_bin, wait_with_output, Outcome, Project, Run};
+
+/// How long any readiness wait may take before the test fails.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A running loopx, leader of its own process group (so signals sent to it
+/// cannot reach the test harness, and the harness's cannot reach it).
+pub struct Running {
+    pub child: Child,
+    pub started: Instant,
+}
+
+impl Running {
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: signalling our own child.
+        let r = unsafe { libc::kill(self.pid(), sig) };
+        assert_eq!(r, 0, "kill({}, {sig})", self.pid());
+    }
+
+    /// Waits for exit (generous bound) and collects stdout/stderr.
+    pub fn finish(self) -> Outcome {
+        wait_with_output(self.child, Duration::from_secs(60))
+    }
+}
+
+/// Starts `run` in the background with piped stdout/stderr and no stdin.
+pub fn start(run: Run) -> Running {
+    start_with_stdin(run, Stdio::null())
+}
+
+pub fn start_with_stdin(mut run: Run, stdin: Stdio) -> Running {
+    run.cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(stdin)
+        .process_group(0);
+    let child = run.cmd.spawn().expect("spawn loopx");
+    Running {
+        child,
+        started: Instant::now(),
+    }
+}
+
+/// Polls until `path` exists and is non-empty.
+#[track_caller]
+pub fn wait_for_file(path: &Path) -> String {
+    let start = Instant::now();
+    loop {
+        if let Ok(text) = fs::read_to_string(path) {
+            if !text.is_empty() {
+                return text;
+            }
+        }
+        assert!(
+            start.elapsed() < READY_TIMEOUT,
+            "timed out waiting for {}",
+            path.display()
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Polls until `cond` holds.
+#[track_caller]
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < READY_TIMEOUT, "timed out waiting: {what}");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Reads a pid written by a script (`echo $$ > file`).
+#[track_caller]
+pub fn read_pid(p: &Project, rel: &str) -> i32 {
+    let text = wait_for_file(&p.path(rel));
+    text.trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("pid in {rel}: {text:?}: {e}"))
+}
+
+/// Fields of /proc/<pid>/stat after the command name: state, ppid, pgrp, ...
+fn stat_fields(pid: &str) -> Option<Vec<String>> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may contain spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// Every process (zombies included) whose process group is `pgid`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").expect("read /proc").flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Ok(pid) = name.parse::<i32>() else {
+            continue;
+        };
+        if let Some(f) = stat_fields(&name) {
+            if f.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(pgid) {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+/// Whether `pid` is a live (non-zombie) process.
+pub fn alive(pid: i32) -> bool {
+    match stat_fields(&pid.to_string()) {
+        Some(f) => f.first().map(String::as_str) != Some("Z"),
+        None => false,
+    }
+}
+
+/// Asserts that no process of the group remains. Checked right after loopx
+/// exited: §7.3 requires the group to be gone before loopx exits.
+#[track_caller]
+pub fn assert_group_gone(pgid: i32) {
+    let left = group_members(pgid);
+    assert!(
+        left.is_empty(),
+        "processes of group {pgid} outlived loopx: {left:?}"
+    );
+}
+
+/// The size of a heartbeat file, 0 when absent.
+pub fn size(path: &Path) -> u64 {
+    fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+/// A Python program that runs a command on a fresh pseudo-terminal (as its
+/// controlling terminal, in the terminal's foreground process group) and
+/// plays steps against it: `--wait TEXT` waits until TEXT appeared on the
+/// terminal, `--send TEXT` types TEXT (Python escapes: `\x03` is Ctrl-C).
+/// It prints `exit <code>` (negative for a signal) and then the transcript.
+const PTY_DRIVER: &str = r#"
+import os, pty, sys, time, select
+args = sys.argv[1:]
+steps = []
+while args and args[0] != '--':
+    steps.append((args[0], args[1]))
+    args = args[2:]
+cmd = args[1:]
+pid, master = pty.fork()
+if pid == 0:
+    os.execv(cmd[0], cmd)
+out = b''
+def pump(t):
+    global out
+    r, _, _ = select.select([master], [], [], t)
+    if r:
+        try:
+            d = os.read(master, 65536)
+        except OSError:
+            d = b''
+        out += d
+deadline = time.time() + 60
+for kind, arg in steps:
+    if kind == '--wait':
+        while arg.encode() not in out:
+            if time.time() > deadline:
+                print('exit timeout waiting for ' + arg)
+                sys.stdout.write(out.decode(errors='replace'))
+                os.kill(pid, 9)
+                sys.exit(0)
+            pump(0.02)
+    elif kind == '--send':
+        os.write(master, arg.encode().decode('unicode_escape').encode('latin-1'))
+while True:
+    p, st = os.waitpid(pid, os.WNOHANG)
+    if p == pid:
+        break
+    if time.time() > deadline:
+        os.kill(pid, 9)
+        print('exit timeout')
+        sys.exit(0)
+    pump(0.02)
+try:
+    while True:
+        r, _, _ = select.select([master], [], [], 0)
+        if not r:
+            break
+        d = os.read(master, 65536)
+        if not d:
+            break
+        out += d
+except OSError:
+    pass
+print('exit', os.waitstatus_to_exitcode(st))
+sys.stdout.write(out.decode(errors='replace'))
+"#;
+
+/// What the pty driver reported.
+pub struct PtyOutcome {
+    /// loopx's exit code, or "timeout...".
+    pub exit: String,
+    /// Everything loopx and its scripts wrote to the terminal.
+    pub transcript: String,
+}
+
+/// Runs `loopx <args>` in `p` on a pseudo-terminal, playing `steps`.
+pub fn run_on_pty(p: &Project, args: &[&str], steps: &[(&str, &str)]) -> PtyOutcome {
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c").arg(PTY_DRIVER);
+    for (kind, arg) in steps {
+        cmd.arg(kind).arg(arg);
+    }
+    cmd.arg("--").arg(loopx_bin()).args(args);
+    cmd.current_dir(p.root());
+    isolate(&mut cmd, p.home());
+    let out = cmd.output().expect("python3 runs the pty driver");
+    assert!(
+        out.status.success(),
+        "pty driver failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
+    PtyOutcome {
+        exit: first.trim_start_matches("exit ").to_string(),
+        transcript: rest.to_string(),
+    }
+}
