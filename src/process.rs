@@ -8,7 +8,7 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -210,7 +210,10 @@ fn without_sigttou<T>(f: impl FnOnce() -> T) -> T {
 /// SIGTTIN; so while a script runs, its group is made the terminal's
 /// foreground group and loopx takes the terminal back when it ends.
 pub struct Terminal {
-    fd: RawFd,
+    /// A close-on-exec duplicate of the terminal descriptor: between fork and
+    /// exec the child's 0/1/2 are already its own pipes, so the hand-over
+    /// needs a descriptor of its own.
+    fd: OwnedFd,
     /// loopx's own process group, foreground when loopx started.
     own: libc::pid_t,
     /// The terminal modes at start, restored after a script that was killed
@@ -233,7 +236,15 @@ impl Terminal {
                 if libc::tcgetattr(fd, &mut modes) != 0 {
                     continue;
                 }
-                return Some(Terminal { fd, own, modes });
+                let dup = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3);
+                if dup < 0 {
+                    return None;
+                }
+                return Some(Terminal {
+                    fd: OwnedFd::from_raw_fd(dup),
+                    own,
+                    modes,
+                });
             }
         }
         None
@@ -241,7 +252,7 @@ impl Terminal {
 
     fn foreground(&self) -> libc::pid_t {
         // SAFETY: a query on a descriptor loopx keeps open.
-        unsafe { libc::tcgetpgrp(self.fd) }
+        unsafe { libc::tcgetpgrp(self.fd.as_raw_fd()) }
     }
 
     /// Gives the terminal to `pgid`, only while loopx holds it: if the user
@@ -249,15 +260,19 @@ impl Terminal {
     fn give(&self, pgid: libc::pid_t) {
         if self.foreground() == self.own {
             // SAFETY: tcsetpgrp on the terminal descriptor.
-            without_sigttou(|| unsafe { libc::tcsetpgrp(self.fd, pgid) });
+            without_sigttou(|| unsafe { libc::tcsetpgrp(self.fd.as_raw_fd(), pgid) });
         }
     }
 
-    /// Takes the terminal back from `pgid`, if that group still holds it.
+    /// Takes the terminal back from `pgid`, if that group still holds it or
+    /// the terminal was left to a group with no process left (a program in
+    /// the script moved it to a group of its own). A live group of someone
+    /// else is the user's shell, which took the terminal after a `bg`.
     fn take_back(&self, pgid: libc::pid_t) {
-        if self.foreground() == pgid {
+        let fg = self.foreground();
+        if fg == pgid || (fg > 0 && fg != self.own && !group_alive(fg)) {
             // SAFETY: tcsetpgrp on the terminal descriptor.
-            without_sigttou(|| unsafe { libc::tcsetpgrp(self.fd, self.own) });
+            without_sigttou(|| unsafe { libc::tcsetpgrp(self.fd.as_raw_fd(), self.own) });
         }
     }
 
@@ -265,7 +280,9 @@ impl Terminal {
     fn restore_modes(&self) {
         if self.foreground() == self.own {
             // SAFETY: tcsetattr with modes read from this terminal.
-            without_sigttou(|| unsafe { libc::tcsetattr(self.fd, libc::TCSADRAIN, &self.modes) });
+            without_sigttou(|| unsafe {
+                libc::tcsetattr(self.fd.as_raw_fd(), libc::TCSADRAIN, &self.modes)
+            });
         }
     }
 }
@@ -355,7 +372,7 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
             Stdio::null()
         });
     if let Some(terminal) = launch.terminal {
-        let (fd, own) = (terminal.fd, terminal.own);
+        let (fd, own) = (terminal.fd.as_raw_fd(), terminal.own);
         // SAFETY: the hook only makes async-signal-safe calls.
         unsafe {
             cmd.pre_exec(move || {

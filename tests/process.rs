@@ -370,11 +370,15 @@ fn stderr_pipe_closed_by_its_reader_does_not_crash_loopx() {
 
 #[test]
 fn script_reading_the_terminal_gets_the_typed_line() {
+    // The script holds the terminal from its first instruction: its process
+    // group is the terminal's foreground group (/proc stat: pgrp == tpgid).
     let p = Project::new();
     p.script(
         "w",
         "index.sh",
-        "echo READY >&2\nread -r line </dev/tty\necho \"got:$line\" > \"$LOOPX_PROJECT_ROOT/got\"\nprintf '{\"stop\":true}'\n",
+        "s=$(cat /proc/$$/stat); set -- ${s##*) }\n\
+         [ \"$3\" = \"$6\" ] && echo foreground > \"$LOOPX_PROJECT_ROOT/fg\"\n\
+         echo READY >&2\nread -r line </dev/tty\necho \"got:$line\" > \"$LOOPX_PROJECT_ROOT/got\"\nprintf '{\"stop\":true}'\n",
     );
     let out = run_on_pty(
         &p,
@@ -383,6 +387,7 @@ fn script_reading_the_terminal_gets_the_typed_line() {
     );
     assert_eq!(out.exit, "0", "{}", out.transcript);
     assert_eq!(p.read("got"), "got:hello tty\n");
+    assert_eq!(p.read("fg"), "foreground\n");
 }
 
 #[test]

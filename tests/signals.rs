@@ -311,6 +311,49 @@ fn ctrl_c_at_the_terminal_leaves_no_process_of_the_group() {
 }
 
 #[test]
+fn second_ctrl_c_at_the_terminal_kills_the_rest_of_the_group_at_once() {
+    // First Ctrl-C: the script (holding the terminal) dies, its job ignores
+    // SIGINT and lives on. loopx has the terminal again, so the second
+    // Ctrl-C reaches loopx: SIGKILL to the group without waiting out the
+    // grace period.
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        &format!(
+            "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\n\
+             ( trap '' INT HUP; {} ) &\n\
+             echo $! > \"$LOOPX_PROJECT_ROOT/job.pid\"\n\
+             echo READY >&2\n\
+             sleep 30\n",
+            heartbeat("hb")
+        ),
+    );
+    let started = Instant::now();
+    let out = run_on_pty(
+        &p,
+        &["run", "w"],
+        &[
+            ("--wait", "READY"),
+            ("--send", "\\x03"),
+            // loopx has the terminal back: the script is gone.
+            ("--wait-fg", "self"),
+            ("--send", "\\x03"),
+        ],
+    );
+    assert_eq!(out.exit, "130", "{}", out.transcript);
+    assert!(
+        started.elapsed() < GRACE - Duration::from_millis(500),
+        "the second Ctrl-C did not escalate"
+    );
+    assert!(
+        !alive(read_pid(&p, "job.pid")),
+        "the background job survived"
+    );
+    assert_group_gone(read_pid(&p, "script.pid"));
+}
+
+#[test]
 fn script_handling_ctrl_c_at_the_terminal_with_exit_130_ends_the_loop() {
     // A CLI that handles Ctrl-C itself and exits 130 while holding the
     // terminal ends the loop like a script killed by SIGINT.
@@ -340,4 +383,50 @@ fn without_a_terminal_a_script_exiting_130_is_an_ordinary_failure() {
         .failure()
         .stderr_has("w:index")
         .stderr_has("130");
+}
+
+#[test]
+fn ctrl_z_stops_script_and_loopx_together_and_fg_resumes_both() {
+    // An interactive shell on a terminal runs loopx; the script holds the
+    // terminal. Ctrl-Z: the shell must see the job stopped and get its
+    // prompt back; `fg`: the script gets the terminal again and reads it.
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\necho READY >&2\nread -r line </dev/tty\necho \"got:$line\" > \"$LOOPX_PROJECT_ROOT/got\"\nprintf '{\"stop\":true}'\n",
+    );
+    let argv: Vec<String> = [
+        "/usr/bin/env",
+        "PS1=SHELL> ",
+        "/bin/bash",
+        "--norc",
+        "--noprofile",
+        "-i",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let command = format!("{} run w\\n", sh_quote(&loopx_bin().to_string_lossy()));
+    let pid_file = p.path("script.pid").to_string_lossy().into_owned();
+    let out = run_program_on_pty(
+        &p,
+        &argv,
+        &[
+            ("--wait", "SHELL> "),
+            ("--send", &command),
+            ("--wait", "READY"),
+            ("--send", "\\x1a"),
+            ("--wait", "Stopped"),
+            ("--wait", "SHELL> "),
+            ("--send", "fg\\n"),
+            ("--wait-fg", &pid_file),
+            ("--send", "hello\\n"),
+            ("--wait", "SHELL> "),
+            ("--send", "echo STATUS=$?; exit\\n"),
+        ],
+    );
+    assert_eq!(out.exit, "0", "{}", out.transcript);
+    assert!(out.transcript.contains("STATUS=0"), "{}", out.transcript);
+    assert_eq!(p.read("got"), "got:hello\n");
 }

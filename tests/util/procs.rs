@@ -146,8 +146,11 @@ pub fn size(path: &Path) -> u64 {
 
 /// A Python program that runs a command on a fresh pseudo-terminal (as its
 /// controlling terminal, in the terminal's foreground process group) and
-/// plays steps against it: `--wait TEXT` waits until TEXT appeared on the
-/// terminal, `--send TEXT` types TEXT (Python escapes: `\x03` is Ctrl-C).
+/// plays steps against it: `--wait TEXT` waits until TEXT appears on the
+/// terminal (after what the previous `--wait` matched), `--send TEXT` types TEXT (Python escapes: `\x03` is Ctrl-C),
+/// `--wait-fg FILE` waits until the process whose pid is in FILE runs in the
+/// terminal's foreground process group (`self`: the command run on the
+/// terminal).
 /// It prints `exit <code>` (negative for a signal) and then the transcript.
 const PTY_DRIVER: &str = r#"
 import os, pty, sys, time, select
@@ -161,6 +164,7 @@ pid, master = pty.fork()
 if pid == 0:
     os.execv(cmd[0], cmd)
 out = b''
+pos = 0
 def pump(t):
     global out
     r, _, _ = select.select([master], [], [], t)
@@ -170,16 +174,34 @@ def pump(t):
         except OSError:
             d = b''
         out += d
-deadline = time.time() + 60
+deadline = time.time() + float(os.environ.get('PTY_TIMEOUT', '60'))
 for kind, arg in steps:
     if kind == '--wait':
-        while arg.encode() not in out:
+        while out.find(arg.encode(), pos) < 0:
             if time.time() > deadline:
                 print('exit timeout waiting for ' + arg)
                 sys.stdout.write(out.decode(errors='replace'))
                 os.kill(pid, 9)
                 sys.exit(0)
             pump(0.02)
+        pos = out.find(arg.encode(), pos) + len(arg)
+    elif kind == '--wait-fg':
+        # Until the process whose pid is in file `arg` runs (not stopped)
+        # and its group is the terminal's foreground group.
+        while True:
+            if time.time() > deadline:
+                print('exit timeout waiting for the foreground')
+                sys.stdout.write(out.decode(errors='replace'))
+                os.kill(pid, 9)
+                sys.exit(0)
+            pump(0.02)
+            try:
+                spid = str(pid) if arg == 'self' else open(arg).read().strip()
+                f = open('/proc/%s/stat' % spid).read().rsplit(')', 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if f[0] not in ('T', 't') and f[2] == f[5]:
+                break
     elif kind == '--send':
         os.write(master, arg.encode().decode('unicode_escape').encode('latin-1'))
 while True:
@@ -216,12 +238,19 @@ pub struct PtyOutcome {
 
 /// Runs `loopx <args>` in `p` on a pseudo-terminal, playing `steps`.
 pub fn run_on_pty(p: &Project, args: &[&str], steps: &[(&str, &str)]) -> PtyOutcome {
+    let mut argv = vec![loopx_bin().to_string_lossy().into_owned()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    run_program_on_pty(p, &argv, steps)
+}
+
+/// Runs any program (absolute path first) on a pseudo-terminal.
+pub fn run_program_on_pty(p: &Project, argv: &[String], steps: &[(&str, &str)]) -> PtyOutcome {
     let mut cmd = Command::new("python3");
     cmd.arg("-c").arg(PTY_DRIVER);
     for (kind, arg) in steps {
         cmd.arg(kind).arg(arg);
     }
-    cmd.arg("--").arg(loopx_bin()).args(args);
+    cmd.arg("--").args(argv);
     cmd.current_dir(p.root());
     isolate(&mut cmd, p.home());
     let out = cmd.output().expect("python3 runs the pty driver");
