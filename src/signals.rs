@@ -60,10 +60,19 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut
 pub struct Events {
     /// A child changed state: reap it.
     pub child: bool,
-    /// The first SIGINT/SIGTERM of this run, when it arrived in this drain.
+    /// The first SIGINT/SIGTERM/SIGHUP of this run, when it arrived in this drain.
     pub first_interrupt: Option<i32>,
     /// A further, genuine interrupt after the first one (escalation).
     pub repeated_interrupt: bool,
+}
+
+/// Index of an interrupting signal in `Signals::counts`.
+fn kind(sig: i32) -> usize {
+    match sig {
+        libc::SIGTERM => 1,
+        libc::SIGHUP => 2,
+        _ => 0,
+    }
 }
 
 /// Owner of the self-pipe. One per process, created by `install`.
@@ -72,8 +81,9 @@ pub struct Signals {
     _write: OwnedFd,
     /// The first interrupt received: its number decides the exit code.
     first: Option<i32>,
-    /// Interrupts received per [SIGINT, SIGTERM] and origin [other, parent].
-    counts: [[u32; 2]; 2],
+    /// Interrupts received per [SIGINT, SIGTERM, SIGHUP] and origin
+    /// [other, parent].
+    counts: [[u32; 2]; 3],
     /// Genuine interrupts so far (see `count`).
     genuine: u32,
 }
@@ -94,7 +104,7 @@ fn set_flags(fd: RawFd) -> io::Result<()> {
 }
 
 impl Signals {
-    /// Installs handlers for SIGINT, SIGTERM and SIGCHLD. Call once, before
+    /// Installs handlers for SIGINT, SIGTERM, SIGHUP and SIGCHLD. Call once, before
     /// the first script starts.
     pub fn install() -> io::Result<Signals> {
         let mut fds = [0 as libc::c_int; 2];
@@ -112,12 +122,24 @@ impl Signals {
         for (sig, extra) in [
             (libc::SIGINT, 0),
             (libc::SIGTERM, 0),
+            // Beyond §7.3: a closed terminal ends the loop like SIGTERM
+            // (exit 129) instead of killing loopx and orphaning the group.
+            (libc::SIGHUP, 0),
             // Stops are reported too: a script stopped by Ctrl-Z while it
             // holds the terminal must stop loopx as well (process.rs).
             (libc::SIGCHLD, 0),
         ] {
             // SAFETY: a zeroed sigaction with our handler and an empty mask.
             unsafe {
+                if sig == libc::SIGHUP {
+                    // Under nohup SIGHUP is ignored on entry: keep it so.
+                    let mut old: libc::sigaction = std::mem::zeroed();
+                    if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
+                        && old.sa_sigaction == libc::SIG_IGN
+                    {
+                        continue;
+                    }
+                }
                 let mut sa: libc::sigaction = std::mem::zeroed();
                 sa.sa_sigaction = on_signal as *const () as usize;
                 sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | extra;
@@ -131,7 +153,7 @@ impl Signals {
             read,
             _write: write,
             first: None,
-            counts: [[0; 2]; 2],
+            counts: [[0; 2]; 3],
             genuine: 0,
         })
     }
@@ -149,7 +171,7 @@ impl Signals {
     /// Ctrl-C typed while the script held the terminal (process.rs).
     pub fn note_interrupt(&mut self, signal: i32) {
         self.first.get_or_insert(signal);
-        self.counts[usize::from(signal == libc::SIGTERM)][0] += 1;
+        self.counts[kind(signal)][0] += 1;
         self.genuine = self.count();
     }
 
@@ -178,8 +200,7 @@ impl Signals {
                     continue;
                 }
                 let origin = usize::from(b & FROM_PARENT != 0);
-                let kind = usize::from(sig == libc::SIGTERM);
-                self.counts[kind][origin] += 1;
+                self.counts[kind(sig)][origin] += 1;
                 self.first.get_or_insert(sig);
                 let genuine = self.count();
                 if genuine > self.genuine {

@@ -418,3 +418,36 @@ fn terminal_goes_back_to_loopx_between_scripts() {
     assert_eq!(out.exit, "0", "{}", out.transcript);
     assert_eq!(p.read("got"), "first\nsecond\n");
 }
+
+#[test]
+fn scripts_inherit_no_descriptors_of_loopx() {
+    // A script sees the same descriptors as when bash runs it directly from
+    // the test: not loopx's signal pipe, not the other ends of its own
+    // pipes, not the terminal descriptor loopx keeps for the hand-over.
+    let probe = "set -- /proc/$$/fd/*; echo \"${@##*/}\" >> \"$LOOPX_PROJECT_ROOT/fds\"\n";
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        &format!("{probe}printf '{{\"goto\":\"b\",\"result\":\"x\"}}'\n"),
+    )
+    .script("w", "b.sh", &format!("{probe}printf '{{\"stop\":true}}'\n"));
+    let status = Command::new("bash")
+        .arg(p.path(".loopx/w/b.sh"))
+        .env("LOOPX_PROJECT_ROOT", p.root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .status()
+        .expect("bash");
+    assert!(status.success());
+    let baseline = p.read("fds");
+    assert!(baseline.starts_with("0 1 "), "{baseline}");
+    fs::remove_file(p.path("fds")).expect("rm fds");
+
+    p.loopx(&["run", "w"]).run().success();
+    assert_eq!(p.read("fds"), format!("{baseline}{baseline}"));
+    fs::remove_file(p.path("fds")).expect("rm fds");
+    let out = run_on_pty(&p, &["run", "w"], &[]);
+    assert_eq!(out.exit, "0", "{}", out.transcript);
+    assert_eq!(p.read("fds"), format!("{baseline}{baseline}"));
+}

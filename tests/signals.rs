@@ -78,6 +78,41 @@ fn sigterm_is_forwarded_to_the_whole_group_and_exits_143() {
 }
 
 #[test]
+fn sighup_is_forwarded_like_sigterm_and_exits_129() {
+    forwarded_signal_ends_the_group(libc::SIGHUP, 129);
+}
+
+#[test]
+fn sighup_ignored_on_entry_stays_ignored() {
+    // Under nohup (SIGHUP ignored when loopx starts), a hang-up is nothing.
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\n\
+         until [ -e \"$LOOPX_PROJECT_ROOT/go\" ]; do sleep 0.02; done\n\
+         printf '{\"stop\":true}'\n",
+    );
+    let mut run = p.loopx(&["run", "w"]);
+    let program = run.cmd.get_program().to_os_string();
+    let args: Vec<_> = run.cmd.get_args().map(|a| a.to_os_string()).collect();
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg("trap '' HUP; exec \"$@\"")
+        .arg("bash")
+        .arg(program)
+        .args(args);
+    std::mem::swap(&mut run.cmd, &mut cmd);
+    run.cmd.current_dir(p.root());
+    isolate(&mut run.cmd, p.home());
+    let running = start(run);
+    read_pid(&p, "script.pid");
+    running.signal(libc::SIGHUP);
+    std::fs::write(p.path("go"), "").expect("write go");
+    running.finish().success().stdout_empty().stderr_empty();
+}
+
+#[test]
 fn script_ignoring_sigterm_is_killed_after_the_grace_period() {
     let p = Project::new();
     p.script(
