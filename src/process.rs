@@ -4,7 +4,9 @@
 //! One thread multiplexes everything with poll(2): the script's stdout, its
 //! stdin (written non-blocking, so a script that never reads stdin cannot
 //! deadlock the loop) and the signal self-pipe (SIGCHLD wakes us when the
-//! script exits, SIGINT/SIGTERM are forwarded to its group).
+//! script exits or stops, SIGINT/SIGTERM/SIGHUP are forwarded to its group).
+//! On a terminal the script's group also gets the terminal's foreground
+//! while it runs (`Terminal`).
 
 use std::ffi::OsString;
 use std::io;
@@ -315,9 +317,10 @@ struct Foreground<'a> {
 
 impl Drop for Foreground<'_> {
     fn drop(&mut self) {
-        if self.pgid > 0 {
-            self.terminal.take_back(self.pgid);
-        }
+        // pgid 0: the spawn failed, perhaps after the child took the
+        // terminal; its group is gone, and take_back reclaims it from a dead
+        // group.
+        self.terminal.take_back(self.pgid);
     }
 }
 

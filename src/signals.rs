@@ -78,7 +78,7 @@ fn kind(sig: i32) -> usize {
 /// Owner of the self-pipe. One per process, created by `install`.
 pub struct Signals {
     read: OwnedFd,
-    _write: OwnedFd,
+    write: OwnedFd,
     /// The first interrupt received: its number decides the exit code.
     first: Option<i32>,
     /// Interrupts received per [SIGINT, SIGTERM, SIGHUP] and origin
@@ -104,30 +104,23 @@ fn set_flags(fd: RawFd) -> io::Result<()> {
 }
 
 impl Signals {
-    /// Installs handlers for SIGINT, SIGTERM, SIGHUP and SIGCHLD. Call once, before
-    /// the first script starts.
+    /// Installs handlers for SIGINT, SIGTERM, SIGHUP and SIGCHLD. Call once,
+    /// before the first script starts.
     pub fn install() -> io::Result<Signals> {
-        let mut fds = [0 as libc::c_int; 2];
-        // SAFETY: pipe writes two fresh descriptors into `fds`.
-        if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: both descriptors were just created and are owned here.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        set_flags(read.as_raw_fd())?;
-        set_flags(write.as_raw_fd())?;
+        let signals = Signals::pipe()?;
         // SAFETY: getpid cannot fail.
         OWN_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
-        WRITE_FD.store(write.as_raw_fd(), Ordering::Relaxed);
-        for (sig, extra) in [
-            (libc::SIGINT, 0),
-            (libc::SIGTERM, 0),
+        WRITE_FD.store(signals.write.as_raw_fd(), Ordering::Relaxed);
+        for sig in [
+            libc::SIGINT,
+            libc::SIGTERM,
             // Beyond §7.3: a closed terminal ends the loop like SIGTERM
             // (exit 129) instead of killing loopx and orphaning the group.
-            (libc::SIGHUP, 0),
-            // Stops are reported too: a script stopped by Ctrl-Z while it
-            // holds the terminal must stop loopx as well (process.rs).
-            (libc::SIGCHLD, 0),
+            libc::SIGHUP,
+            // Without SA_NOCLDSTOP, stops are reported too: a script stopped
+            // by Ctrl-Z while it holds the terminal must stop loopx as well
+            // (process.rs).
+            libc::SIGCHLD,
         ] {
             // SAFETY: a zeroed sigaction with our handler and an empty mask.
             unsafe {
@@ -142,16 +135,30 @@ impl Signals {
                 }
                 let mut sa: libc::sigaction = std::mem::zeroed();
                 sa.sa_sigaction = on_signal as *const () as usize;
-                sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | extra;
+                sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
                 libc::sigemptyset(&mut sa.sa_mask);
                 if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
                     return Err(io::Error::last_os_error());
                 }
             }
         }
+        Ok(signals)
+    }
+
+    /// The self-pipe alone, no handlers yet.
+    fn pipe() -> io::Result<Signals> {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: pipe writes two fresh descriptors into `fds`.
+        if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: both descriptors were just created and are owned here.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        set_flags(read.as_raw_fd())?;
+        set_flags(write.as_raw_fd())?;
         Ok(Signals {
             read,
-            _write: write,
+            write,
             first: None,
             counts: [[0; 2]; 3],
             genuine: 0,
@@ -215,5 +222,79 @@ impl Signals {
             }
         }
         ev
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pipe without handlers, fed by hand with what the handler writes.
+    fn feed(bytes: &[u8]) -> (Signals, Events) {
+        let mut s = Signals::pipe().expect("pipe");
+        // SAFETY: writing a small buffer into our own pipe.
+        let n = unsafe { libc::write(s.write.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
+        assert_eq!(n, bytes.len() as isize);
+        let ev = s.drain();
+        (s, ev)
+    }
+
+    const INT: u8 = libc::SIGINT as u8;
+    const TERM: u8 = libc::SIGTERM as u8;
+
+    #[test]
+    fn first_interrupt_decides_the_exit_signal() {
+        let (s, ev) = feed(&[TERM]);
+        assert_eq!(ev.first_interrupt, Some(libc::SIGTERM));
+        assert!(!ev.repeated_interrupt);
+        assert_eq!(s.interrupted(), Some(libc::SIGTERM));
+    }
+
+    #[test]
+    fn a_ctrl_c_forwarded_by_the_parent_is_not_a_second_one() {
+        // Typed Ctrl-C reaches loopx and the npm shim, which forwards it.
+        let (_, ev) = feed(&[INT, INT | FROM_PARENT]);
+        assert_eq!(ev.first_interrupt, Some(libc::SIGINT));
+        assert!(!ev.repeated_interrupt);
+        let (_, ev) = feed(&[INT | FROM_PARENT, INT]);
+        assert!(!ev.repeated_interrupt);
+    }
+
+    #[test]
+    fn two_ctrl_c_through_the_shim_escalate() {
+        let (_, ev) = feed(&[INT, INT | FROM_PARENT, INT, INT | FROM_PARENT]);
+        assert!(ev.repeated_interrupt);
+    }
+
+    #[test]
+    fn a_parent_signalling_twice_escalates() {
+        let (s, ev) = feed(&[INT | FROM_PARENT, INT | FROM_PARENT]);
+        assert!(ev.repeated_interrupt);
+        assert_eq!(s.interrupted(), Some(libc::SIGINT));
+    }
+
+    #[test]
+    fn a_different_second_signal_escalates_and_keeps_the_first() {
+        let (s, ev) = feed(&[INT, TERM | FROM_PARENT]);
+        assert!(ev.repeated_interrupt);
+        assert_eq!(s.interrupted(), Some(libc::SIGINT));
+    }
+
+    #[test]
+    fn sigchld_is_a_wake_up_not_an_interrupt() {
+        let (s, ev) = feed(&[libc::SIGCHLD as u8]);
+        assert!(ev.child);
+        assert_eq!(ev.first_interrupt, None);
+        assert_eq!(s.interrupted(), None);
+    }
+
+    #[test]
+    fn a_ctrl_c_noted_from_the_terminal_counts_for_escalation() {
+        let (mut s, _) = feed(&[]);
+        s.note_interrupt(libc::SIGINT);
+        assert_eq!(s.interrupted(), Some(libc::SIGINT));
+        let n = unsafe { libc::write(s.write.as_raw_fd(), [INT].as_ptr().cast(), 1) };
+        assert_eq!(n, 1);
+        assert!(s.drain().repeated_interrupt);
     }
 }
