@@ -91,11 +91,30 @@ enum Frame {
 /// is encoded as UTF-8 (e.g. piped to the next script, §2.3); a valid escaped
 /// pair becomes the real character.
 pub fn parse(text: &str) -> Option<Value> {
+    parse_deferring(text, usize::MAX).map(|(value, _)| value)
+}
+
+/// A string value of the top-level object that `parse_deferring` left in the
+/// source text: the member's index and the span of its literal between the
+/// quotes (escapes undecoded; the literal is known to be valid).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deferred {
+    pub member: usize,
+    pub span: std::ops::Range<usize>,
+}
+
+/// Like [`parse`], but string values of a top-level object whose literal is
+/// at least `min_len` bytes long are validated without being copied: they
+/// appear as empty strings and are listed in the returned [`Deferred`]s. A
+/// structured result can be most of a 256 MiB stdout; [`take_string`] then
+/// decodes it inside the stdout buffer itself, so it is never held twice.
+pub fn parse_deferring(text: &str, min_len: usize) -> Option<(Value, Vec<Deferred>)> {
     let mut p = Parser {
         text,
         bytes: text.as_bytes(),
         pos: 0,
     };
+    let mut deferred = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
     'value: loop {
         p.skip_ws();
@@ -121,7 +140,23 @@ pub fn parse(text: &str) -> Option<Value> {
                     continue 'value;
                 }
             }
-            b'"' => Value::String(p.string()?),
+            b'"' => match stack.as_slice() {
+                [Frame::Object(members, _)] if min_len != usize::MAX => {
+                    let start = p.pos;
+                    let span = p.validate_string()?;
+                    if span.len() >= min_len {
+                        deferred.push(Deferred {
+                            member: members.len(),
+                            span,
+                        });
+                        Value::String(String::new())
+                    } else {
+                        p.pos = start;
+                        Value::String(p.string()?)
+                    }
+                }
+                _ => Value::String(p.string()?),
+            },
             b't' => p.literal(b"true", Value::Bool(true))?,
             b'f' => p.literal(b"false", Value::Bool(false))?,
             b'n' => p.literal(b"null", Value::Null)?,
@@ -136,7 +171,7 @@ pub fn parse(text: &str) -> Option<Value> {
                 None => {
                     // Trailing garbage after the top-level value is an error.
                     return if p.pos == p.bytes.len() {
-                        Some(done)
+                        Some((done, deferred))
                     } else {
                         None
                     };
@@ -285,6 +320,25 @@ impl Parser<'_> {
         }
     }
 
+    /// Checks the string literal at the opening quote without building it;
+    /// returns the span between the quotes.
+    fn validate_string(&mut self) -> Option<std::ops::Range<usize>> {
+        self.pos += 1;
+        let start = self.pos;
+        let mut scratch = String::new();
+        loop {
+            self.pos += plain_run(self.bytes.get(self.pos..).unwrap_or_default());
+            match self.next()? {
+                b'"' => return Some(start..self.pos - 1),
+                b'\\' => {
+                    self.escape(&mut scratch)?;
+                    scratch.clear();
+                }
+                _ => return None,
+            }
+        }
+    }
+
     /// The escape after a backslash.
     fn escape(&mut self, out: &mut String) -> Option<()> {
         let c = match self.next()? {
@@ -342,6 +396,44 @@ impl Parser<'_> {
         self.pos += 4;
         Some(unit)
     }
+}
+
+/// The string literal at `span` of `text` (from [`parse_deferring`]),
+/// decoded inside `text`'s own buffer: escapes only ever shrink, so the
+/// decoded bytes are written at or before the ones being read.
+pub fn take_string(text: String, span: std::ops::Range<usize>) -> String {
+    let mut bytes = text.into_bytes();
+    let end = span.end.min(bytes.len());
+    let (mut r, mut w) = (span.start.min(end), 0);
+    while r < end {
+        let run = plain_run(bytes.get(r..end).unwrap_or_default());
+        bytes.copy_within(r..r + run, w);
+        r += run;
+        w += run;
+        if r >= end {
+            break;
+        }
+        // A backslash (the span was validated): decode this one escape from
+        // a copy, at most `\uXXXX\uXXXX`.
+        let mut esc = [0u8; 12];
+        let n = (end - r).min(esc.len());
+        esc[..n].copy_from_slice(&bytes[r..r + n]);
+        let mut p = Parser {
+            text: "",
+            bytes: &esc[..n],
+            pos: 1,
+        };
+        let mut c = String::new();
+        if p.escape(&mut c).is_none() {
+            // Not reachable for a validated span; stop rather than loop.
+            break;
+        }
+        bytes[w..w + c.len()].copy_from_slice(c.as_bytes());
+        w += c.len();
+        r += p.pos;
+    }
+    bytes.truncate(w);
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Length of the leading run of `bytes` that a JSON string copies verbatim:
@@ -583,6 +675,57 @@ pub(crate) mod tests {
     fn js(text: &str) -> String {
         let v = parse(text).unwrap_or_else(|| panic!("{text:?} did not parse"));
         to_js_string(&v)
+    }
+
+    /// Top-level string values decoded in place equal what `parse` gives.
+    #[test]
+    fn deferred_strings_decode_like_parse() {
+        let literals = [
+            r#""""#,
+            r#""plain""#,
+            r#""a\"b\\c\/d\b\f\n\r\t""#,
+            r#""\u0041\u00e9\u20ac\ud83d\ude00 end""#,
+            r#""lone \ud800 high, lone \udc00 low, \ud800\u0041, \ud800\n""#,
+            r#""\ud800\ud800\udc00""#,
+            r#""héllo wörld €""#,
+            r#""tail escape \ud83d\ude00""#,
+        ];
+        for lit in literals {
+            let text = format!(r#"{{"k": 1, "result" : {lit}, "z":[{lit}]}}"#);
+            let expected = match parse(&text).as_ref().and_then(|v| v.get("result")) {
+                Some(Value::String(s)) => s.clone(),
+                other => panic!("{lit} parsed as {other:?}"),
+            };
+            let (value, deferred) = parse_deferring(&text, 0).expect("parses");
+            // Only top-level values are deferred: not keys, not nested ones.
+            assert_eq!(deferred.len(), 1, "{lit}");
+            assert_eq!(deferred[0].member, 1);
+            assert_eq!(value.get("result"), Some(&s("")));
+            assert_eq!(value.get("z"), Some(&Value::Array(vec![s(&expected)])));
+            let taken = take_string(text.clone(), deferred[0].span.clone());
+            assert_eq!(taken, expected, "{lit}");
+        }
+    }
+
+    #[test]
+    fn deferring_rejects_what_parse_rejects() {
+        for bad in [
+            r#"{"result":"\x"}"#,
+            r#"{"result":"\u12"}"#,
+            "{\"result\":\"a\u{1}\"}",
+            r#"{"result":"open"#,
+            r#"{"result":"ok"} trailing"#,
+        ] {
+            assert_eq!(parse(bad), None, "{bad}");
+            assert!(parse_deferring(bad, 0).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn short_strings_are_not_deferred() {
+        let (value, deferred) = parse_deferring(r#"{"result":"abc"}"#, 4).expect("parses");
+        assert!(deferred.is_empty());
+        assert_eq!(value.get("result"), Some(&s("abc")));
     }
 
     #[test]

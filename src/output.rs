@@ -13,6 +13,10 @@ pub struct Output {
     pub stop: bool,
 }
 
+/// String values of at least this many bytes are decoded in place rather
+/// than copied (`json::parse_deferring`).
+const DEFER_LEN: usize = 64 * 1024;
+
 /// Interprets a script's captured stdout (§2.3).
 ///
 /// The bytes are decoded as UTF-8 with invalid sequences replaced by U+FFFD,
@@ -35,7 +39,7 @@ pub fn parse(stdout: Vec<u8>) -> Output {
     if first != Some(b'{') {
         return raw(text);
     }
-    let Some(mut value) = json::parse(&text) else {
+    let Some((mut value, deferred)) = json::parse_deferring(&text, DEFER_LEN) else {
         return raw(text);
     };
     if ["result", "goto", "stop"]
@@ -46,20 +50,43 @@ pub fn parse(stdout: Vec<u8>) -> Output {
         drop(value);
         return raw(text);
     }
+    // Where a key's (last, as JSON.parse keeps it) string value was left in
+    // the text.
+    let span_of = |key: &str| {
+        let Value::Object(members) = &value else {
+            return None;
+        };
+        let member = members.iter().rposition(|(k, _)| k == key)?;
+        deferred
+            .iter()
+            .find(|d| d.member == member)
+            .map(|d| d.span.clone())
+    };
+    let (goto_span, result_span) = (span_of("goto"), span_of("result"));
     // `goto` counts only as a string, `stop` only as exactly `true` (§2.3).
-    let goto = match value.get("goto") {
-        Some(Value::String(g)) => Some(g.clone()),
+    let goto = match (value.get("goto"), goto_span) {
+        (Some(Value::String(_)), Some(span)) => Some(json::take_string(
+            text[span.clone()].to_string(),
+            0..span.len(),
+        )),
+        (Some(Value::String(g)), None) => Some(g.clone()),
         _ => None,
     };
     let stop = matches!(value.get("stop"), Some(Value::Bool(true)));
-    // The raw text is no longer needed; free it before building the result.
-    drop(text);
     // `String(value)`; a string result is moved out, not copied, since it
-    // may be most of a large stdout.
-    let result = value.get_mut("result").map(|r| match r {
-        Value::String(s) => std::mem::take(s),
-        other => json::to_js_string(other),
-    });
+    // may be most of a large stdout: a large one is decoded inside the
+    // stdout buffer itself.
+    let result = match result_span {
+        Some(span) => Some(json::take_string(text, span)),
+        None => {
+            // The raw text is no longer needed; free it first.
+            drop(text);
+            value.get_mut("result").map(|r| match r {
+                Value::String(s) => std::mem::take(s),
+                other => json::to_js_string(other),
+            })
+        }
+    };
     Output { result, goto, stop }
 }
 
@@ -327,6 +354,19 @@ mod tests {
         let body = "y".repeat(4 << 20);
         let got = parse(format!("{{\"result\":\"{body}\",\"goto\":\"n\"}}").into_bytes());
         assert_eq!(got.result.as_deref(), Some(body.as_str()));
+        assert_eq!(got.goto.as_deref(), Some("n"));
+    }
+
+    #[test]
+    fn large_structured_result_is_decoded_in_the_stdout_buffer() {
+        let body = "y\\n\\u00e9".repeat(1 << 20);
+        let expected = "y\né".repeat(1 << 20);
+        let bytes = format!("{{\"goto\":\"n\",\"result\":\"{body}\"}}").into_bytes();
+        let ptr = bytes.as_ptr();
+        let got = parse(bytes);
+        let result = got.result.unwrap();
+        assert!(result == expected, "decoded result differs");
+        assert_eq!(result.as_ptr(), ptr, "a large result must not be copied");
         assert_eq!(got.goto.as_deref(), Some("n"));
     }
 
@@ -733,6 +773,21 @@ process.stdout.write(JSON.stringify(out));
             .into_bytes(),
         );
         cases.push(format!("{{\"result\":{}1{}}}", "[".repeat(500), "]".repeat(500)).into_bytes());
+        // Strings past DEFER_LEN, decoded inside the stdout buffer.
+        let big = r#"ab\"\\\/\n\u00e9\ud83d\ude00\ud800 \udc00é€😀"#.repeat(2000);
+        for doc in [
+            format!(r#"{{"result":"{big}","goto":"x"}}"#),
+            format!(r#"{{"result":"{big}","result":"small"}}"#),
+            format!(r#"{{"result":"small","result":"{big}"}}"#),
+            format!(r#"{{"goto":"{big}","result":"{big}"}}"#),
+            format!(r#"{{"stop":true,"other":"{big}"}}"#),
+            format!(r#"{{"other":"{big}"}}"#),
+            format!(r#"{{"result":["{big}"]}}"#),
+            format!(r#"{{"result":"{big}\x"}}"#),
+            format!(r#"{{"result":"{big}"}} x"#),
+        ] {
+            cases.push(doc.into_bytes());
+        }
 
         let mut rng = Rng(0x5EED_1234_ABCD_0042);
         for i in 0..2500 {

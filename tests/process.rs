@@ -90,16 +90,26 @@ fn stdout_of_256_mib_is_captured_while_stderr_flows_live() {
         "only the result's bytes arrived"
     );
 
-    // The byte count, separately (wc over the same stdin).
+    // The byte count, separately (wc over the same stdin), and loopx's peak
+    // RSS so far: the captured stdout and the result decoded from it share
+    // one buffer (about one copy).
     let p2 = Project::new();
     p2.script("w", "index.sh", &big_result_script(n, "check", ""))
         .script(
             "w",
             "check.sh",
-            "wc -c > \"$LOOPX_PROJECT_ROOT/size\"\nprintf '{\"stop\":true}'\n",
+            "wc -c > \"$LOOPX_PROJECT_ROOT/size\"\n\
+             grep VmHWM /proc/$PPID/status > \"$LOOPX_PROJECT_ROOT/hwm\"\n\
+             printf '{\"stop\":true}'\n",
         );
     p2.loopx(&["run", "w"]).run().success().stdout_empty();
     assert_eq!(p2.read("size").trim(), n.to_string());
+    let hwm = kb(&p2, "hwm") * 1024;
+    assert!(
+        hwm < (n as u64) * 3 / 2,
+        "peak RSS {} MiB for a 256 MiB structured result",
+        hwm / MIB as u64
+    );
 }
 
 #[test]
