@@ -10,7 +10,6 @@ mod http;
 mod util;
 
 use std::fs;
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -1019,5 +1018,26 @@ fn install_writes_into_the_project_root_only() {
         .success();
     assert!(sub.join(".loopx/ralph/index.sh").is_file());
     assert!(names(&e.p.path(".loopx")).is_empty());
-    let _ = std::io::stderr().flush();
+}
+
+#[test]
+fn install_help_documents_sources_and_options() {
+    let p = Project::bare();
+    let o = p.loopx(&["install", "--help"]).run();
+    o.success().stderr_is_empty();
+    for needle in [
+        "<org>/<repo>",
+        "github.com",
+        "gitlab.com",
+        "bitbucket.org",
+        ".git",
+        ".tar.gz",
+        ".tgz",
+        "-w, --workflow <name>",
+        "-y",
+        "one workflow",
+        "npm install",
+    ] {
+        o.stdout_has(needle);
+    }
 }
