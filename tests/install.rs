@@ -1041,3 +1041,47 @@ fn install_help_documents_sources_and_options() {
         o.stdout_has(needle);
     }
 }
+
+#[test]
+fn interrupted_install_exits_with_the_signal_code_and_cleans_up() {
+    // A stand-in git that waits until the test has interrupted loopx.
+    let e = Env::bare();
+    let bin = e.tmp.path().join("bin");
+    let ready = e.tmp.path().join("ready");
+    let go = e.tmp.path().join("go");
+    write_file(
+        &bin.join("git"),
+        "#!/bin/sh\nmkdir -p \"$7\"\ntouch \"$READY\"\n\
+         while [ ! -e \"$GO\" ]; do sleep 0.05; done\nexit 128\n",
+    );
+    fs::set_permissions(bin.join("git"), fs::Permissions::from_mode(0o755)).unwrap();
+    let mut run =
+        e.p.loopx(&["install", "org/repo"])
+            .env("TMPDIR", e.tmpdir())
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("READY", &ready)
+            .env("GO", &go);
+    run.cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdin(std::process::Stdio::null());
+    let child = run.cmd.spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !ready.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "fake git never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    fs::write(&go, "").unwrap();
+    let o = util::wait_with_output(child, std::time::Duration::from_secs(30));
+    o.code(130).stdout_empty();
+    assert!(names(&e.tmpdir()).is_empty(), "{:?}", names(&e.tmpdir()));
+    assert!(!e.p.exists(".loopx"));
+}

@@ -18,7 +18,13 @@ use crate::install::scratch::Scratch;
 /// Stages and commits `plan` into `loopx_dir`, creating it when missing.
 /// On a failure before commit, `.loopx/` is left as it was: the staging
 /// directory goes, and so does `.loopx/` when this call created it.
-pub fn write(plan: &[Planned], loopx_dir: &Path) -> Result<(), Error> {
+/// `before_commit` is the last chance to stop (an interrupt): once the
+/// commit starts, it runs to the end.
+pub fn write(
+    plan: &[Planned],
+    loopx_dir: &Path,
+    before_commit: &mut dyn FnMut() -> Result<(), Error>,
+) -> Result<(), Error> {
     let created = match fs::DirBuilder::new().mode(0o755).create(loopx_dir) {
         Ok(()) => true,
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
@@ -29,7 +35,7 @@ pub fn write(plan: &[Planned], loopx_dir: &Path) -> Result<(), Error> {
             ))
         }
     };
-    let result = stage_and_commit(plan, loopx_dir);
+    let result = stage_and_commit(plan, loopx_dir, before_commit);
     if created && result.is_err() {
         // Only succeeds when empty: after a partial commit it stays.
         let _ = fs::remove_dir(loopx_dir);
@@ -37,7 +43,11 @@ pub fn write(plan: &[Planned], loopx_dir: &Path) -> Result<(), Error> {
     result
 }
 
-fn stage_and_commit(plan: &[Planned], loopx_dir: &Path) -> Result<(), Error> {
+fn stage_and_commit(
+    plan: &[Planned],
+    loopx_dir: &Path,
+    before_commit: &mut dyn FnMut() -> Result<(), Error>,
+) -> Result<(), Error> {
     let staging = Scratch::create(loopx_dir, ".loopx-install-").map_err(|e| {
         Error::io(
             format!(
@@ -53,6 +63,7 @@ fn stage_and_commit(plan: &[Planned], loopx_dir: &Path) -> Result<(), Error> {
             err,
         })?;
     }
+    before_commit()?;
     commit(plan, staging.path(), loopx_dir)
     // `staging` is dropped here, with any replaced workflows moved into it.
 }
@@ -212,6 +223,19 @@ mod tests {
     }
 
     #[test]
+    fn an_interrupt_before_commit_writes_nothing() {
+        let tmp = TempDir::new("stage-interrupt");
+        let loopx = tmp.path().join(".loopx");
+        let good = tmp.path().join("good");
+        fs::create_dir_all(&good).unwrap();
+        fs::write(good.join("index.sh"), b"x").unwrap();
+        let plan = [planned("good", &good, false)];
+        let result = write(&plan, &loopx, &mut || Err(Error::Interrupted { signal: 2 }));
+        assert!(matches!(result, Err(Error::Interrupted { signal: 2 })));
+        assert!(!loopx.exists());
+    }
+
+    #[test]
     fn staging_failure_names_the_workflow_and_leaves_loopx_as_it_was() {
         let tmp = TempDir::new("stage-fail");
         let loopx = tmp.path().join(".loopx");
@@ -222,7 +246,7 @@ mod tests {
             planned("good", &good, false),
             planned("gone", &tmp.path().join("vanished"), false),
         ];
-        match write(&plan, &loopx) {
+        match write(&plan, &loopx, &mut || Ok(())) {
             Err(e @ Error::InstallStaging { .. }) => {
                 assert!(
                     e.to_string().starts_with("cannot stage workflow 'gone': "),
@@ -234,7 +258,7 @@ mod tests {
         // .loopx/ did not exist before, so it does not exist after.
         assert!(!loopx.exists());
         fs::create_dir(&loopx).unwrap();
-        assert!(write(&plan, &loopx).is_err());
+        assert!(write(&plan, &loopx, &mut || Ok(())).is_err());
         assert_eq!(fs::read_dir(&loopx).unwrap().count(), 0);
     }
 }

@@ -49,8 +49,10 @@ pub fn install(args: &InstallArgs) -> Result<(), Error> {
 
     let work = Scratch::create(&std::env::temp_dir(), "loopx-install-")
         .map_err(|e| Error::io("cannot create a temporary directory", e))?;
-    let root = fetch::fetch(&source, work.path())?;
+    let fetched = fetch::fetch(&source, work.path());
+    // A Ctrl-C also stops git or curl; report the interrupt, not their failure.
     check_interrupt()?;
+    let root = fetched?;
 
     let single_name = match &source {
         Source::Git { repo_name, .. } => repo_name,
@@ -68,7 +70,7 @@ pub fn install(args: &InstallArgs) -> Result<(), Error> {
     )?;
     check_interrupt()?;
 
-    commit::write(&planned, &loopx_dir)?;
+    commit::write(&planned, &loopx_dir, &mut check_interrupt)?;
     print_summary(&planned);
     Ok(())
 }
