@@ -6,6 +6,7 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+use crate::install::archive::ExtractError;
 use crate::target::Invalid;
 
 #[derive(Debug)]
@@ -89,8 +90,55 @@ pub enum Error {
     JsNotSupported {
         script: String,
     },
-    /// `loopx install`, until it is implemented.
-    InstallUnavailable,
+    /// An install source §10.1 does not accept; the message says why and
+    /// what is supported.
+    InstallSource {
+        message: String,
+    },
+    /// `git` or `curl` is not installed (or not on PATH).
+    ToolMissing {
+        tool: &'static str,
+        purpose: &'static str,
+    },
+    /// `git clone` failed; `detail` is the gist of git's stderr.
+    GitClone {
+        url: String,
+        detail: String,
+    },
+    /// The cloned repository has no files at all.
+    EmptyRepository {
+        url: String,
+    },
+    /// The tarball download failed: an HTTP status (`status`) or a transfer
+    /// error (`detail`, curl's own words).
+    Download {
+        url: String,
+        status: Option<u16>,
+        detail: String,
+    },
+    /// The downloaded tarball cannot be extracted (not gzip, corrupt, or an
+    /// entry refused as unsafe).
+    Archive {
+        url: String,
+        err: ExtractError,
+    },
+    /// §10.7 preflight: every failure across every selected workflow.
+    InstallPreflight {
+        failures: Vec<String>,
+    },
+    /// §10.7 step 3: writing a workflow into the staging directory failed.
+    InstallStaging {
+        workflow: String,
+        err: io::Error,
+    },
+    /// §10.7 step 4: a failure during commit, after `committed` were moved
+    /// into `.loopx/` and before `not_committed` were.
+    InstallCommit {
+        workflow: String,
+        err: io::Error,
+        committed: Vec<String>,
+        not_committed: Vec<String>,
+    },
     /// Already reported through the API channel (api.rs); only the exit
     /// code remains.
     Reported {
@@ -256,9 +304,55 @@ impl fmt::Display for Error {
                 "cannot run {script}: JavaScript/TypeScript scripts are not supported by this \
                  build of loopx yet; use a bash (.sh) script"
             ),
-            Error::InstallUnavailable => f.write_str(
-                "`loopx install` is not available in this build yet\n\
-                 hint: copy or clone the workflow into .loopx/<name>/ by hand",
+            Error::InstallSource { message } => {
+                write!(f, "{message}\nhint: see 'loopx install --help'")
+            }
+            Error::ToolMissing { tool, purpose } => write!(
+                f,
+                "`{tool}` was not found on PATH; loopx install needs it {purpose}\n\
+                 hint: install {tool} and try again"
+            ),
+            Error::GitClone { url, detail } => {
+                write!(f, "git clone of {url} failed: {detail}")
+            }
+            Error::EmptyRepository { url } => write!(
+                f,
+                "the repository {url} is empty: it has no commits or no files, \
+                 so there is no workflow to install"
+            ),
+            Error::Download {
+                url,
+                status: Some(status),
+                ..
+            } => write!(f, "download of {url} failed: HTTP status {status}"),
+            Error::Download { url, detail, .. } => {
+                write!(f, "download of {url} failed: {detail}")
+            }
+            Error::Archive { url, err } => {
+                write!(f, "cannot extract the tarball from {url}: {err}")
+            }
+            Error::InstallPreflight { failures } => {
+                f.write_str("install refused, nothing was installed:")?;
+                for failure in failures {
+                    write!(f, "\n  - {failure}")?;
+                }
+                Ok(())
+            }
+            Error::InstallStaging { workflow, err } => write!(
+                f,
+                "cannot stage workflow '{workflow}': {err}; nothing was installed"
+            ),
+            Error::InstallCommit {
+                workflow,
+                err,
+                committed,
+                not_committed,
+            } => write!(
+                f,
+                "cannot move workflow '{workflow}' into .loopx/: {err}\n\
+                 committed: {}\nnot committed: {}",
+                list(committed),
+                list(not_committed)
             ),
             Error::StdoutClosed => f.write_str("stdout is closed"),
             Error::Reported { code } => write!(f, "failed with exit code {code}"),
