@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use crate::envfile;
-use crate::error::Error;
+use crate::error::{shown, Error};
 
 /// `$XDG_CONFIG_HOME/loopx/env`, defaulting to `~/.config/loopx/env` (§8.1).
 /// An empty XDG_CONFIG_HOME counts as unset, as the XDG spec says.
@@ -48,9 +48,9 @@ fn parse_warning(path: &Path, text: &str) -> Vec<(String, String)> {
     for bad in &parsed.bad_lines {
         crate::warn(&format!(
             "{}:{}: ignoring line without a valid KEY=VALUE: {}",
-            path.display(),
+            shown(&path.to_string_lossy()),
             bad.line,
-            bad.text
+            shown(&bad.text)
         ));
     }
     parsed.vars

@@ -695,3 +695,34 @@ fn validation_errors_win_over_a_missing_env_file() {
     o.failure().stdout_empty().stderr_has("check.ts");
     o.stderr_lacks("missing.env");
 }
+
+#[test]
+fn non_utf8_target_is_an_invalid_target() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let p = good();
+    let mut r = p.loopx(&["run"]);
+    r.cmd.arg(OsStr::from_bytes(b"go\xffod"));
+    let o = r.run();
+    o.failure()
+        .stdout_empty()
+        .stderr_has("invalid target 'go\u{fffd}od'")
+        .stderr_lacks("hint: see '");
+    assert_eq!(log(&p), "");
+}
+
+#[test]
+fn broken_symlinks_are_neither_scripts_nor_workflows() {
+    // §5.1 follows symlinks; one that leads nowhere is no file and no
+    // directory, so it is ignored like any other non-script entry.
+    let p = good();
+    p.symlink("../../nowhere.sh", ".loopx/good/dangling.sh")
+        .symlink("../nowhere", ".loopx/ghost");
+    refused(&p, "good:dangling", &["'dangling'"]);
+    refused(&p, "ghost", &["'ghost'"]);
+    p.loopx(&["run", "good"]).run().success().stderr_is_empty();
+    assert_eq!(log(&p), "good\n");
+    let o = p.loopx(&["run", "-h"]).run();
+    o.success().stderr_is_empty();
+    assert_eq!(listed_workflows(&o.stdout), ["good"]);
+}
