@@ -15,25 +15,67 @@ pub fn global_env_path() -> Result<PathBuf, Error> {
     if let Some(dir) = std::env::var_os("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(dir).join("loopx").join("env"));
     }
-    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        Some(home) => Ok(PathBuf::from(home)
-            .join(".config")
-            .join("loopx")
-            .join("env")),
+    match home_dir() {
+        Some(home) => Ok(home.join(".config").join("loopx").join("env")),
         None => Err(Error::io(
             "cannot locate the global env file",
             io::Error::new(
                 io::ErrorKind::NotFound,
-                "neither XDG_CONFIG_HOME nor HOME is set",
+                "neither XDG_CONFIG_HOME nor HOME is set, and the user has no home directory",
             ),
         )),
+    }
+}
+
+/// `~`: `$HOME`, else the user's entry in the password database, as Node's
+/// `os.homedir()` does (services and `env -i` often run without HOME).
+fn home_dir() -> Option<PathBuf> {
+    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        Some(home) => Some(PathBuf::from(home)),
+        None => passwd_home(),
+    }
+}
+
+fn passwd_home() -> Option<PathBuf> {
+    use std::ffi::{CStr, OsStr};
+    use std::os::unix::ffi::OsStrExt;
+
+    let mut buf: Vec<libc::c_char> = vec![0; 1024];
+    loop {
+        // SAFETY: all-zero is a valid `passwd` (null pointers, zero ids);
+        // getpwuid_r fills it with pointers into `buf`, which outlives them.
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: every pointer is valid for the length given.
+        let rc = unsafe {
+            libc::getpwuid_r(
+                libc::getuid(),
+                &mut pwd,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        if rc == libc::ERANGE && buf.len() < (1 << 20) {
+            buf.resize(buf.len() * 2, 0);
+            continue;
+        }
+        if rc != 0 || found.is_null() || pwd.pw_dir.is_null() {
+            return None;
+        }
+        // SAFETY: on success pw_dir is a NUL-terminated string inside `buf`.
+        let dir = unsafe { CStr::from_ptr(pwd.pw_dir) }.to_bytes();
+        return (!dir.is_empty()).then(|| PathBuf::from(OsStr::from_bytes(dir)));
     }
 }
 
 /// Reads an env file's text. `Ok(None)` when it does not exist.
 fn read_text(path: &Path) -> Result<Option<String>, Error> {
     match fs::read(path) {
-        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            Ok(Some(envfile::strip_bom(&text).to_string()))
+        }
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(err) => Err(Error::EnvFileUnreadable {
             path: path.to_path_buf(),
