@@ -201,6 +201,16 @@ mod tests {
     }
 
     #[test]
+    fn no_multiline_values() {
+        // The quote is unmatched on its line, so it is kept; the next line
+        // is a line of its own (here without '=', so invalid).
+        let p = parse("A=\"one\ntwo\"\nB=2");
+        assert_eq!(p.vars, [kv("A", "\"one"), kv("B", "2")]);
+        assert_eq!(p.bad_lines.len(), 1);
+        assert_eq!(p.bad_lines[0].text, "two\"");
+    }
+
+    #[test]
     fn no_escape_sequences() {
         assert_eq!(vars(r#"A="\n\t""#), [kv("A", r"\n\t")]);
     }

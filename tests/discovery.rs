@@ -726,3 +726,19 @@ fn broken_symlinks_are_neither_scripts_nor_workflows() {
     o.success().stderr_is_empty();
     assert_eq!(listed_workflows(&o.stdout), ["good"]);
 }
+
+#[test]
+fn package_json_main_field_does_not_change_the_entry_point() {
+    // §2.1: the entry point is always `index`; a `main` field is ignored,
+    // and a package.json is not a script.
+    let p = Project::new();
+    p.script("w", "index.sh", &logging_script("w:index", STOP))
+        .script("w", "other.sh", &logging_script("w:other", STOP))
+        .file(
+            ".loopx/w/package.json",
+            r#"{"name":"w","main":"other.sh","type":"module"}"#,
+        );
+    refused(&p, "w:package", &["'package'"]);
+    p.loopx(&["run", "w"]).run().success().stderr_is_empty();
+    assert_eq!(log(&p), "w:index\n");
+}

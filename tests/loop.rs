@@ -985,3 +985,39 @@ fn bundled_demo_workflow_shows_goto_piping_and_stop() {
          [demo:finish] liftoff! stopping the loop\n"
     );
 }
+
+#[test]
+fn deeply_nested_result_is_coerced_without_crashing() {
+    // JSON.parse accepts any depth; String([[[...]]]) is "". 200k levels
+    // would overflow a recursive parser's stack.
+    let depth = 200_000;
+    let p = Project::new();
+    p.script(
+        "ralph",
+        "index.sh",
+        &format!(
+            "printf '{{\"goto\":\"b\",\"result\":'\nhead -c {depth} /dev/zero | tr '\\0' '['\n\
+             head -c {depth} /dev/zero | tr '\\0' ']'\nprintf '}}'\n"
+        ),
+    )
+    .script("ralph", "b.sh", &step("b", r#"{"stop":true}"#));
+    p.loopx(&["run", "ralph"]).run().success().stdout_empty();
+    assert_eq!(log(&p), ["b<>"]);
+
+    // Unclosed, it is not JSON: a raw result, so no goto and a reset.
+    let p = Project::new();
+    p.script(
+        "ralph",
+        "index.sh",
+        &format!(
+            "echo index >> \"$LOOPX_PROJECT_ROOT/log\"\n\
+             printf '{{\"goto\":\"b\",\"result\":'\nhead -c {depth} /dev/zero | tr '\\0' '['\n"
+        ),
+    )
+    .script("ralph", "b.sh", &step("b", ""));
+    p.loopx(&["run", "-n", "2", "ralph"])
+        .run()
+        .success()
+        .stdout_empty();
+    assert_eq!(log(&p), ["index", "index"]);
+}
