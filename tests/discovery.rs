@@ -332,8 +332,16 @@ fn invalid_names_are_warnings_for_run_help() {
         .script("broken", "-x.sh", "")
         .script("broken", "bad name.sh", "");
     let o = help_warns(&p, &["my.workflow", "-x.sh", "bad name.sh", "'broken'"]);
-    // The valid workflow is still listed.
-    assert!(listed_workflows(&o.stdout).contains(&"good".to_string()));
+    // §5.3: the invalid entries are listed too, next to the valid workflow.
+    assert_eq!(
+        listed_workflows(&o.stdout),
+        ["broken", "good", "my.workflow"]
+    );
+    let broken = help_line(&p, "broken");
+    assert!(
+        broken.contains("-x") && broken.contains("bad name"),
+        "{broken:?}"
+    );
 }
 
 #[test]
@@ -672,6 +680,19 @@ fn non_utf8_script_name_is_invalid() {
     std::fs::write(p.path(".loopx/w").join(name), "").expect("write");
     refused(&p, "good", &["'w'", "caf\u{fffd}.sh"]);
     help_warns(&p, &["'w'", "caf\u{fffd}.sh"]);
+}
+
+#[test]
+fn non_utf8_workflow_name_is_invalid() {
+    use std::os::unix::ffi::OsStrExt;
+    let p = good();
+    let dir = p
+        .path(".loopx")
+        .join(std::ffi::OsStr::from_bytes(b"fl\xf6w"));
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::write(dir.join("index.sh"), "").expect("write");
+    refused(&p, "good", &["'fl\u{fffd}w'"]);
+    help_warns(&p, &["'fl\u{fffd}w'"]);
 }
 
 #[test]
