@@ -63,7 +63,9 @@ fn parse_line(line: &str) -> Line<'_> {
     let Some((key, value)) = line.split_once('=') else {
         return Line::Bad;
     };
-    if !is_valid_key(key) {
+    // An environment string cannot hold a NUL byte, so such a value could
+    // never reach a script: the line is reported like any unusable line.
+    if !is_valid_key(key) || value.contains('\0') {
         return Line::Bad;
     }
     Line::Var(key, unquote(value.trim_end_matches(is_js_whitespace)))
@@ -198,6 +200,13 @@ mod tests {
         assert_eq!(p.vars, [kv("C", " 3")]);
         let lines: Vec<usize> = p.bad_lines.iter().map(|b| b.line).collect();
         assert_eq!(lines, [1, 2, 4, 5]);
+    }
+
+    #[test]
+    fn a_value_with_a_nul_byte_is_an_invalid_line() {
+        let p = parse("A=x\0y\nB=1");
+        assert_eq!(p.vars, [kv("B", "1")]);
+        assert_eq!(p.bad_lines[0].line, 1);
     }
 
     #[test]

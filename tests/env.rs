@@ -786,3 +786,19 @@ fn local_env_file_path_may_be_non_utf8() {
     r.run().success().stdout_empty().stderr_empty();
     assert_eq!(dumped(&p), ["L=[latin1 name]"]);
 }
+
+#[test]
+fn env_file_line_with_a_nul_byte_is_warned_and_skipped() {
+    // No environment variable can hold NUL: the line is unusable, so it is
+    // reported and skipped like an invalid line instead of failing the
+    // script's start.
+    let p = dump_project(&["A", "B"]);
+    p.file("local.env", "A=x\0y\nB=1\n");
+    let out = p.loopx(&["run", "-e", "local.env", "ralph"]).run();
+    out.success()
+        .stdout_empty()
+        .stderr_has("local.env:1")
+        .stderr_has("x\\u{0}y");
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert_eq!(dumped(&p), ["A unset", "B=[1]"]);
+}
