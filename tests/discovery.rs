@@ -763,3 +763,14 @@ fn package_json_main_field_does_not_change_the_entry_point() {
     p.loopx(&["run", "w"]).run().success().stderr_is_empty();
     assert_eq!(log(&p), "w:index\n");
 }
+
+#[test]
+fn run_help_lists_a_name_with_a_line_break_escaped_on_one_line() {
+    // §5.3 / §11.2: listed with a warning; the listing stays one line per
+    // workflow.
+    let p = good();
+    p.script("bad\nname", "x.sh", "");
+    let o = help_warns(&p, &["'bad\\nname'"]);
+    assert_eq!(listed_workflows(&o.stdout), ["bad\\nname", "good"]);
+    refused(&p, "good", &["'bad\\nname'"]);
+}
