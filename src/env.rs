@@ -69,19 +69,22 @@ fn passwd_home() -> Option<PathBuf> {
     }
 }
 
-/// Reads an env file's text. `Ok(None)` when it does not exist.
-fn read_text(path: &Path) -> Result<Option<String>, Error> {
+/// Reads an env file's bytes. `Ok(None)` when it does not exist.
+fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, Error> {
     match fs::read(path) {
-        Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes);
-            Ok(Some(envfile::strip_bom(&text).to_string()))
-        }
+        Ok(bytes) => Ok(Some(bytes)),
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(err) => Err(Error::EnvFileUnreadable {
             path: path.to_path_buf(),
             err,
         }),
     }
+}
+
+/// Reads an env file's text (UTF-8, invalid bytes replaced, as Node reads
+/// it). `Ok(None)` when it does not exist.
+fn read_text(path: &Path) -> Result<Option<String>, Error> {
+    Ok(read_bytes(path)?.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 /// Parses an env file, warning on stderr about each ignored line (§8.1).
@@ -119,16 +122,16 @@ pub fn load_for_run(local: Option<&Path>) -> Result<Vec<(OsString, OsString)>, E
         .collect())
 }
 
-/// Replaces the global env file with `text` atomically (temp file + rename in
+/// Replaces the global env file with `bytes` atomically (temp file + rename in
 /// the same directory), so a crash never leaves it half-written.
-fn write_global(path: &Path, text: &str) -> Result<(), Error> {
+fn write_global(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)
         .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
     let tmp = dir.join(format!(".env.tmp.{}", std::process::id()));
     let result = (|| {
         let mut f = fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
+        f.write_all(bytes)?;
         f.sync_all()?;
         fs::rename(&tmp, path)
     })();
@@ -140,24 +143,43 @@ fn write_global(path: &Path, text: &str) -> Result<(), Error> {
 
 /// The file with every assignment to `name` removed and, when `replacement`
 /// is given, that line in place of the first one (appended when there was
-/// none). Every other line stays as the user wrote it. Returns whether an
-/// assignment was found.
-fn rewrite(text: &str, name: &str, replacement: Option<&str>) -> (String, bool) {
-    let mut out = String::with_capacity(text.len());
+/// none). Works on bytes so every other line stays exactly as the user wrote
+/// it: its line ending, a leading BOM, even bytes that are not UTF-8.
+/// Returns whether an assignment was found.
+fn rewrite(bytes: &[u8], name: &str, replacement: Option<&str>) -> (Vec<u8>, bool) {
+    const BOM: &[u8] = "\u{feff}".as_bytes();
+    let mut out = Vec::with_capacity(bytes.len() + replacement.map_or(0, str::len));
+    let mut rest = bytes;
+    if let Some(body) = bytes.strip_prefix(BOM) {
+        out.extend_from_slice(BOM);
+        rest = body;
+    }
     let mut found = false;
-    for line in text.lines() {
-        if envfile::line_key(line) == Some(name) {
+    while !rest.is_empty() {
+        let end = rest
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(rest.len(), |i| i + 1);
+        let (line, next) = rest.split_at(end);
+        rest = next;
+        let content = line.strip_suffix(b"\n").unwrap_or(line);
+        if envfile::line_key(&String::from_utf8_lossy(content)) == Some(name) {
             if !found {
-                out.push_str(replacement.unwrap_or(""));
+                out.extend_from_slice(replacement.unwrap_or("").as_bytes());
             }
             found = true;
             continue;
         }
-        out.push_str(line);
-        out.push('\n');
+        out.extend_from_slice(line);
     }
     if !found {
-        out.push_str(replacement.unwrap_or(""));
+        if let Some(r) = replacement {
+            // A last line without a newline must not swallow the new one.
+            if !out.is_empty() && !out.ends_with(b"\n") && out != BOM {
+                out.push(b'\n');
+            }
+            out.extend_from_slice(r.as_bytes());
+        }
     }
     (out, found)
 }
@@ -175,20 +197,20 @@ pub fn set(name: &str, value: &str) -> Result<(), Error> {
         });
     }
     let path = global_env_path()?;
-    let existing = read_text(&path)?.unwrap_or_default();
-    let (text, _) = rewrite(&existing, name, Some(&envfile::assignment(name, value)));
-    write_global(&path, &text)
+    let existing = read_bytes(&path)?.unwrap_or_default();
+    let (bytes, _) = rewrite(&existing, name, Some(&envfile::assignment(name, value)));
+    write_global(&path, &bytes)
 }
 
 /// `loopx env remove <name>`: a missing variable is a silent no-op (§4.3).
 pub fn remove(name: &str) -> Result<(), Error> {
     let path = global_env_path()?;
-    let Some(existing) = read_text(&path)? else {
+    let Some(existing) = read_bytes(&path)? else {
         return Ok(());
     };
-    let (text, removed) = rewrite(&existing, name, None);
+    let (bytes, removed) = rewrite(&existing, name, None);
     if removed {
-        write_global(&path, &text)?;
+        write_global(&path, &bytes)?;
     }
     Ok(())
 }
@@ -214,25 +236,55 @@ pub fn list() -> Result<(), Error> {
 mod tests {
     use super::rewrite;
 
+    fn rw(text: &[u8], name: &str, replacement: Option<&str>) -> (Vec<u8>, bool) {
+        rewrite(text, name, replacement)
+    }
+
     #[test]
     fn set_replaces_in_place_and_drops_duplicates() {
-        let text = "# top\nA=1\nB=2\nA=3\n";
+        let text = b"# top\nA=1\nB=2\nA=3\n";
         assert_eq!(
-            rewrite(text, "A", Some("A=\"x\"\n")),
-            ("# top\nA=\"x\"\nB=2\n".to_string(), true)
+            rw(text, "A", Some("A=\"x\"\n")),
+            (b"# top\nA=\"x\"\nB=2\n".to_vec(), true)
         );
         assert_eq!(
-            rewrite(text, "C", Some("C=\"y\"\n")),
-            (format!("{text}C=\"y\"\n"), false)
+            rw(text, "C", Some("C=\"y\"\n")),
+            ([&text[..], b"C=\"y\"\n"].concat(), false)
         );
     }
 
     #[test]
     fn remove_keeps_every_other_line() {
         assert_eq!(
-            rewrite("A=1\n#c\nB=2\n", "A", None),
-            ("#c\nB=2\n".to_string(), true)
+            rw(b"A=1\n#c\nB=2\n", "A", None),
+            (b"#c\nB=2\n".to_vec(), true)
         );
-        assert_eq!(rewrite("B=2\n", "A", None), ("B=2\n".to_string(), false));
+        assert_eq!(rw(b"B=2\n", "A", None), (b"B=2\n".to_vec(), false));
+    }
+
+    #[test]
+    fn other_lines_keep_their_bytes_endings_and_bom() {
+        let text = b"\xef\xbb\xbfA=1\r\n# caf\xe9\r\nB=2";
+        assert_eq!(
+            rw(text, "A", Some("A=\"n\"\n")),
+            (b"\xef\xbb\xbfA=\"n\"\n# caf\xe9\r\nB=2".to_vec(), true)
+        );
+        // Appending after a last line without a newline starts a new line.
+        assert_eq!(
+            rw(text, "C", Some("C=\"c\"\n")),
+            ([&text[..], b"\nC=\"c\"\n"].concat(), false)
+        );
+        assert_eq!(
+            rw(b"\xef\xbb\xbf", "C", Some("C=\"c\"\n")),
+            (b"\xef\xbb\xbfC=\"c\"\n".to_vec(), false)
+        );
+        assert_eq!(
+            rw(b"", "C", Some("C=\"c\"\n")),
+            (b"C=\"c\"\n".to_vec(), false)
+        );
+        assert_eq!(
+            rw(text, "B", None),
+            (b"\xef\xbb\xbfA=1\r\n# caf\xe9\r\n".to_vec(), true)
+        );
     }
 }

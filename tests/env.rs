@@ -802,3 +802,32 @@ fn env_file_line_with_a_nul_byte_is_warned_and_skipped() {
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
     assert_eq!(dumped(&p), ["A unset", "B=[1]"]);
 }
+
+#[test]
+fn env_set_and_remove_leave_other_lines_byte_for_byte() {
+    // Line endings, a BOM and non-UTF-8 bytes in lines loopx does not touch
+    // stay as the user wrote them.
+    let p = Project::bare();
+    let path = p.global_env_path();
+    fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    let original: &[u8] = b"\xef\xbb\xbf# caf\xe9\r\nA=1\r\nB=2";
+    fs::write(&path, original).expect("write");
+    p.loopx(&["env", "set", "C", "3"])
+        .run()
+        .success()
+        .stderr_empty();
+    assert_eq!(
+        fs::read(&path).expect("read"),
+        [original, b"\nC=\"3\"\n"].concat()
+    );
+    p.loopx(&["env", "set", "A", "one"]).run().success();
+    p.loopx(&["env", "remove", "C"]).run().success();
+    assert_eq!(
+        fs::read(&path).expect("read"),
+        b"\xef\xbb\xbf# caf\xe9\r\nA=\"one\"\nB=2\n".to_vec()
+    );
+    p.loopx(&["env", "list"])
+        .run()
+        .success()
+        .stdout_is("A=one\nB=2\n");
+}
