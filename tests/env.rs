@@ -744,11 +744,12 @@ fn env_file_export_prefix_and_indented_keys_are_invalid_lines() {
 
 #[test]
 fn env_file_values_are_trimmed_of_unicode_trailing_whitespace() {
-    // "Trimmed of trailing whitespace" as JS trimEnd: NBSP and ideographic
-    // space go, leading whitespace stays.
-    let p = dump_project(&["A", "B"]);
-    p.global_env("A=x\u{a0}\u{3000} \nB=\u{a0}y\n");
-    assert_eq!(seen(&p), ["A=[x]", "B=[\u{a0}y]"]);
+    // "Trimmed of trailing whitespace" as JS trimEnd: NBSP, ideographic
+    // space and U+FEFF go, NEL (U+0085, not JS whitespace) stays, and so
+    // does leading whitespace.
+    let p = dump_project(&["A", "B", "C"]);
+    p.global_env("A=x\u{a0}\u{3000}\u{feff} \nB=\u{a0}y\nC=z\u{85}\n");
+    assert_eq!(seen(&p), ["A=[x]", "B=[\u{a0}y]", "C=[z\u{85}]"]);
 }
 
 #[test]
