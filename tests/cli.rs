@@ -808,4 +808,11 @@ fn output_decodes_non_utf8_arguments_with_replacement_characters() {
         .success()
         .stderr_is_empty()
         .stdout_is("{\"result\":\"caf\u{FFFD} \u{FFFD}!\"}\n");
+    // An encoded surrogate is three invalid bytes, not a lone surrogate for
+    // JSON.stringify to escape: Node shows three U+FFFD as well.
+    let mut r = p.loopx(&["output", "--goto"]);
+    r.cmd.arg(OsStr::from_bytes(b"\xed\xa0\x80"));
+    r.run()
+        .success()
+        .stdout_is("{\"goto\":\"\u{FFFD}\u{FFFD}\u{FFFD}\"}\n");
 }
