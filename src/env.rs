@@ -124,16 +124,35 @@ pub fn load_for_run(local: Option<&Path>) -> Result<Vec<(OsString, OsString)>, E
 
 /// Replaces the global env file with `bytes` atomically (temp file + rename in
 /// the same directory), so a crash never leaves it half-written.
+///
+/// The file typically holds API keys, so the rewrite keeps its permissions,
+/// and a new file is private to the user (0600). A symlinked file (dotfile
+/// managers link it) is written through to its target, not replaced.
 fn write_global(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+
+    let path = match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+        }
+        _ => path.to_path_buf(),
+    };
+    let mode = fs::metadata(&path).map_or(0o600, |m| m.permissions().mode() & 0o7777);
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)
         .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
     let tmp = dir.join(format!(".env.tmp.{}", std::process::id()));
     let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
         f.write_all(bytes)?;
+        f.set_permissions(fs::Permissions::from_mode(mode))?;
         f.sync_all()?;
-        fs::rename(&tmp, path)
+        fs::rename(&tmp, &path)
     })();
     result.map_err(|e| {
         let _ = fs::remove_file(&tmp);

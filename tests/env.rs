@@ -832,3 +832,55 @@ fn env_set_and_remove_leave_other_lines_byte_for_byte() {
         .success()
         .stdout_is("A=one\nB=2\n");
 }
+
+#[test]
+fn env_set_keeps_the_files_permissions_and_creates_a_private_one() {
+    let mode = |p: &Project| {
+        fs::metadata(p.global_env_path())
+            .expect("stat")
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    // A new file may hold API keys: readable by the user only.
+    let p = Project::bare();
+    p.loopx(&["env", "set", "K", "v"]).run().success();
+    assert_eq!(mode(&p), 0o600);
+    // An existing file keeps the mode its owner chose.
+    for m in [0o600, 0o640, 0o644] {
+        let p = Project::bare();
+        p.global_env("A=1\n");
+        fs::set_permissions(p.global_env_path(), fs::Permissions::from_mode(m)).expect("chmod");
+        p.loopx(&["env", "set", "K", "v"]).run().success();
+        assert_eq!(mode(&p), m);
+        p.loopx(&["env", "remove", "A"]).run().success();
+        assert_eq!(mode(&p), m);
+    }
+}
+
+#[test]
+fn env_set_writes_through_a_symlinked_env_file() {
+    let p = Project::bare();
+    let dotfiles = TempDir::new("dotfiles");
+    let target = dotfiles.path().join("loopx.env");
+    fs::write(&target, "A=1\n").expect("write");
+    let link = p.global_env_path();
+    fs::create_dir_all(link.parent().expect("parent")).expect("mkdir");
+    std::os::unix::fs::symlink(&target, &link).expect("symlink");
+    p.loopx(&["env", "set", "B", "2"])
+        .run()
+        .success()
+        .stderr_empty();
+    assert!(
+        fs::symlink_metadata(&link)
+            .expect("lstat")
+            .file_type()
+            .is_symlink(),
+        "the link is kept"
+    );
+    assert_eq!(fs::read_to_string(&target).expect("read"), "A=1\nB=\"2\"\n");
+    p.loopx(&["env", "list"])
+        .run()
+        .success()
+        .stdout_is("A=1\nB=2\n");
+}
