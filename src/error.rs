@@ -2,6 +2,7 @@
 //! see; `Display` renders the message and `exit_code` is the only place that
 //! maps errors onto exit codes (§12).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
@@ -202,7 +203,7 @@ fn list(names: &[String]) -> String {
 
 fn via(goto_from: &Option<String>) -> String {
     match goto_from {
-        Some(from) => format!(" (goto {from})"),
+        Some(from) => format!(" (goto {})", shown(from)),
         None => String::new(),
     }
 }
@@ -211,7 +212,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Usage { message, help } => {
-                write!(f, "{message}\nhint: see '{help}'")
+                write!(f, "{}\nhint: see '{help}'", shown(message))
             }
             Error::NoLoopxDir { root } => write!(
                 f,
@@ -228,14 +229,14 @@ impl fmt::Display for Error {
                 f.write_str("\nhint: fix or rename the entries above; `loopx run -h` lists what was found")
             }
             Error::InvalidTarget { target, why } => {
-                write!(f, "invalid target '{target}': {why}")?;
+                write!(f, "invalid target '{}': {why}", shown(target))?;
                 if matches!(why, Invalid::TrailingColon) {
                     f.write_str("\nhint: to run a workflow's index, write just the workflow name")?;
                 }
                 Ok(())
             }
             Error::InvalidGoto { goto, from, why } => {
-                write!(f, "invalid goto target '{goto}' from {from}: {why}")?;
+                write!(f, "invalid goto target '{}' from {from}: {why}", shown(goto))?;
                 if matches!(why, Invalid::TrailingColon) {
                     f.write_str("\nhint: to go to another workflow's index, write 'workflow:index'")?;
                 }
@@ -273,10 +274,14 @@ impl fmt::Display for Error {
                 available.first().map(String::as_str).unwrap_or("<script>")
             ),
             Error::EnvFileMissing { path } => {
-                write!(f, "env file not found: {}", path.display())
+                write!(f, "env file not found: {}", shown(&path.to_string_lossy()))
             }
             Error::EnvFileUnreadable { path, err } => {
-                write!(f, "cannot read env file {}: {err}", path.display())
+                write!(
+                    f,
+                    "cannot read env file {}: {err}",
+                    shown(&path.to_string_lossy())
+                )
             }
             Error::InvalidEnvName { name } => write!(
                 f,
@@ -364,6 +369,27 @@ impl fmt::Display for Error {
     }
 }
 
+/// User- or script-supplied text as it appears inside a one-line message:
+/// control characters (a newline in a target, an escape sequence in a goto
+/// value) are written as escapes, so they can neither split the message
+/// (§12: one line naming the problem) nor drive the terminal.
+pub fn shown(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
 pub fn signal_name(signal: i32) -> &'static str {
     match signal {
         libc::SIGHUP => "SIGHUP",
@@ -384,5 +410,44 @@ pub fn signal_name(signal: i32) -> &'static str {
         libc::SIGXCPU => "SIGXCPU",
         libc::SIGXFSZ => "SIGXFSZ",
         _ => "a signal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shown_escapes_control_characters_only() {
+        assert!(matches!(shown("plain é ☃ 'q'"), Cow::Borrowed(_)));
+        assert_eq!(shown("a\nb\r\tc"), "a\\nb\\r\\tc");
+        assert_eq!(
+            shown("\u{1b}[31mred\u{7f}\u{85}"),
+            "\\u{1b}[31mred\\u{7f}\\u{85}"
+        );
+    }
+
+    #[test]
+    fn usage_errors_render_on_one_line_plus_the_hint() {
+        let e = Error::usage("expected one target, got 2: a\nb c", "loopx run --help");
+        assert_eq!(
+            e.to_string(),
+            "expected one target, got 2: a\\nb c\nhint: see 'loopx run --help'"
+        );
+    }
+
+    #[test]
+    fn targets_and_gotos_with_control_characters_stay_on_one_line() {
+        let e = Error::InvalidTarget {
+            target: "a\nb".into(),
+            why: crate::target::Invalid::BadName("a\nb".into()),
+        };
+        assert_eq!(e.to_string().lines().count(), 1, "{e}");
+        let e = Error::InvalidGoto {
+            goto: "x\u{1b}]0;t\u{7}".into(),
+            from: "w:index".into(),
+            why: crate::target::Invalid::BadName("x\u{1b}]0;t\u{7}".into()),
+        };
+        assert!(!e.to_string().contains('\u{1b}'), "{e}");
     }
 }

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use crate::discovery;
+use crate::error::shown;
 
 pub const TOP: &str = "\
 loopx - loop scripts that drive agent CLIs
@@ -108,8 +109,16 @@ pub fn run_help(project_root: &Path) -> String {
     if found.workflows.is_empty() {
         out.push_str("  (none yet: add .loopx/<workflow>/index.sh)\n");
     }
-    let width = found.workflows.keys().map(|n| n.len()).max().unwrap_or(0);
+    let width = found
+        .workflows
+        .keys()
+        .map(|n| shown(n).chars().count())
+        .max()
+        .unwrap_or(0);
     for (name, wf) in &found.workflows {
+        // Invalid names are listed too (§5.3), with control characters
+        // escaped so one entry stays one line.
+        let name = shown(name);
         let scripts: Vec<String> = wf
             .scripts
             .keys()
@@ -117,7 +126,7 @@ pub fn run_help(project_root: &Path) -> String {
                 if s == "index" {
                     "index (default)".to_string()
                 } else {
-                    s.clone()
+                    shown(s).into_owned()
                 }
             })
             .collect();
