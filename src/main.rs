@@ -13,6 +13,7 @@ mod help;
 // Install building blocks; the `install` command wires them up next.
 #[allow(dead_code)]
 mod install;
+mod js_assets;
 mod json;
 mod names;
 mod output;
