@@ -50,9 +50,14 @@ fn check(cmd: &mut Command) -> String {
 fn tarball() -> &'static Path {
     static TARBALL: OnceLock<PathBuf> = OnceLock::new();
     TARBALL.get_or_init(|| {
-        let work =
-            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("npm-pack-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&work);
+        let tmpdir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        // Earlier runs' tarballs (a few MB each) go.
+        for old in fs::read_dir(tmpdir).into_iter().flatten().flatten() {
+            if old.file_name().to_string_lossy().starts_with("npm-pack-") {
+                let _ = fs::remove_dir_all(old.path());
+            }
+        }
+        let work = tmpdir.join(format!("npm-pack-{}", std::process::id()));
         let pkg = work.join("loopx");
         fs::create_dir_all(pkg.join("native")).expect("mkdir");
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/npm");
