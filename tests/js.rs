@@ -864,3 +864,31 @@ fn bun_workflow_node_modules_loopx_takes_precedence() {
     run_bun(&p, "wf").run().success();
     assert_eq!(p.read("got"), "local x");
 }
+
+#[test]
+fn after_delegation_import_loopx_resolves_to_the_local_versions_helpers() {
+    let p = Project::new();
+    p.file(
+        "package.json",
+        r#"{"devDependencies": {"loopx": "^0.1.0"}}"#,
+    );
+    // The local "package" is a bare binary here: it carries its helpers.
+    let native = p.path("node_modules/loopx/native/loopx");
+    fs::create_dir_all(native.parent().expect("parent")).expect("mkdir");
+    fs::copy(loopx_bin(), &native).expect("copy binary");
+    p.symlink("../loopx/native/loopx", "node_modules/.bin/loopx");
+    p.script("wf", "index.js", &to_sink(EXEC_ARGV));
+    sink(&p, "wf", "got");
+    // The global loopx was started by its npm shim.
+    run_packaged(&p, "wf").run().success();
+    let argv = p.read("got");
+    let cache = p
+        .home()
+        .join(".cache/loopx")
+        .join(env!("CARGO_PKG_VERSION"))
+        .join("js/loader/register.mjs");
+    assert!(
+        argv.contains(&format!("file://{}", cache.display())),
+        "{argv}"
+    );
+}
