@@ -50,6 +50,19 @@ fn bun() -> PathBuf {
         .expect("bun not found on PATH nor in ~/.cache/loopx-ci (.ci/run installs it)")
 }
 
+/// A Node with built-in type stripping (>= 22.18): LOOPX_TEST_NODE22, else
+/// where .ci/run installs it.
+fn node22() -> PathBuf {
+    std::env::var_os("LOOPX_TEST_NODE22")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let home = std::env::var_os("HOME")?;
+            Some(Path::new(&home).join(".cache/loopx-ci/node22/node_modules/.bin/node"))
+        })
+        .filter(|p| p.is_file())
+        .expect("Node 22 not found: set LOOPX_TEST_NODE22 (.ci/run installs it)")
+}
+
 /// A directory of symlinks to the given programs: a PATH with exactly them.
 fn bin_dir(p: &Project, name: &str, programs: &[(&str, &Path)]) -> PathBuf {
     let dir = p.home().join(name);
@@ -578,6 +591,48 @@ fn jsx_and_tsx_without_tsx_fail_clearly() {
             .stderr_has("cannot run wf:index: JSX needs tsx or Bun")
             .stderr_has("npm install -g loopx");
     }
+}
+
+#[test]
+fn ts_without_tsx_runs_on_node_built_in_type_stripping() {
+    let p = Project::new();
+    p.script(
+        "wf",
+        "index.sh",
+        "$LOOPX_BIN output --result piped --goto t\n",
+    );
+    p.script(
+        "wf",
+        "t.ts",
+        "import { output, input, type Output } from \"loopx\";\n\
+         interface Seen { text: string }\n\
+         const seen: Seen = { text: await input() };\n\
+         const o: Output = { result: `${seen.text} ${process.execArgv.join(\" \")}`, goto: \"sink\" };\n\
+         output(o);\n",
+    );
+    sink(&p, "wf", "got");
+    let path = bin_dir(&p, "node22", &[("node", &node22())]);
+    p.loopx(&["run", "wf"]).env("PATH", path).run().success();
+    let got = p.read("got");
+    assert!(got.starts_with("piped --import file://"), "{got}");
+    assert!(got.ends_with("/loader/register.mjs"), "{got}");
+}
+
+#[test]
+fn commonjs_in_a_ts_script_fails_under_type_stripping() {
+    let p = Project::new();
+    p.script(
+        "wf",
+        "index.ts",
+        "const fs: unknown = require(\"fs\");\nprocess.stdout.write('{\"stop\":true}');\n",
+    );
+    let path = bin_dir(&p, "node22", &[("node", &node22())]);
+    p.loopx(&["run", "wf"])
+        .env("PATH", path)
+        .run()
+        .failure()
+        .stderr_has("require is not defined")
+        .stderr_has("script wf:index exited with code 1");
 }
 
 /// A fake node that answers the type-stripping probe as a Node with it
