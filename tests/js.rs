@@ -790,6 +790,30 @@ fn bash_scripts_need_no_js_runtime() {
 }
 
 #[test]
+fn n_zero_resolves_a_js_target_without_looking_for_a_runtime() {
+    let p = Project::new();
+    p.script("wf", "index.tsx", "");
+    let empty = bin_dir(&p, "empty", &[]);
+    p.loopx(&["run", "-n", "0", "wf"])
+        .env("PATH", empty)
+        .env("LOOPX_JS_RUNTIME", "nonsense")
+        .run()
+        .success()
+        .stderr_is_empty();
+    assert!(!p.home().join(".cache").exists(), "no helpers written");
+}
+
+#[test]
+fn a_js_script_reached_by_goto_runs_after_bash() {
+    let p = Project::new();
+    p.script("w", "index.sh", "$LOOPX_BIN output --goto tool\n");
+    p.script("w", "tool.js", &to_sink("`tool [${await input()}]`"));
+    sink(&p, "w", "got");
+    run_standalone(&p, "w").run().success();
+    assert_eq!(p.read("got"), "tool []");
+}
+
+#[test]
 fn an_unknown_loopx_js_runtime_is_an_error() {
     let p = Project::new();
     p.script("wf", "index.js", &to_sink("\"never\""));
