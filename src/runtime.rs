@@ -260,10 +260,9 @@ fn package_dir(s: &Settings) -> Result<PathBuf, Error> {
 enum Engine {
     Node {
         node: PathBuf,
-        /// The package's tsx, or the project's (same for every workflow):
-        /// `None` until first needed.
-        shared_tsx: Option<Option<Rc<PathBuf>>>,
-        /// Per workflow directory: its own tsx, else the shared one.
+        /// The project's or PATH's tsx: `None` until first needed.
+        outside_tsx: Option<Option<Rc<PathBuf>>>,
+        /// Per workflow directory: the tsx its scripts load.
         tsx_by_workflow: HashMap<PathBuf, Option<Rc<PathBuf>>>,
         strip: Option<Strip>,
     },
@@ -337,7 +336,7 @@ impl Runtimes {
             }),
             Engine::Node {
                 node,
-                shared_tsx,
+                outside_tsx,
                 tsx_by_workflow,
                 strip,
             } => {
@@ -345,14 +344,11 @@ impl Runtimes {
                 let project_root = &self.project_root;
                 let mut tsx = None;
                 if lang != Lang::Js {
-                    let shared = shared_tsx
-                        .get_or_insert_with(|| {
-                            shared_tsx_lookup(settings, project_root).map(Rc::new)
-                        })
-                        .clone();
                     tsx = tsx_by_workflow
                         .entry(workflow.dir.clone())
-                        .or_insert_with(|| workflow_tsx(&workflow.dir, shared, settings))
+                        .or_insert_with(|| {
+                            workflow_tsx(&workflow.dir, settings, project_root, outside_tsx)
+                        })
                         .clone();
                 }
                 let plan = node_plan(lang, tsx.is_some(), || {
@@ -409,7 +405,7 @@ fn decide(s: &Settings, label: &str) -> Result<Js, Error> {
         Choice::Node | Choice::Auto => match which("node", s.path.as_deref()) {
             Some(node) => Engine::Node {
                 node,
-                shared_tsx: None,
+                outside_tsx: None,
                 tsx_by_workflow: HashMap::new(),
                 strip: None,
             },
@@ -432,33 +428,33 @@ fn decide(s: &Settings, label: &str) -> Result<Js, Error> {
     })
 }
 
-/// tsx for every workflow of the run: the npm package's own, else the
-/// project's, else one on PATH. (A workflow's own comes before the
-/// project's and PATH's: see `workflow_tsx`.)
-fn shared_tsx_lookup(s: &Settings, project_root: &Path) -> Option<PathBuf> {
-    s.tsx.as_deref().and_then(tsx_loader).or_else(|| {
-        tsx_loader(&project_root.join("node_modules/tsx")).or_else(|| {
-            which("tsx", s.path.as_deref())
-                .and_then(|cmd| tsx_from_command(&cmd))
-                .and_then(|dir| tsx_loader(&dir))
-        })
-    })
-}
-
-/// A workflow's tsx: the package's own wins (it is the one this loopx was
-/// tested with), then the workflow's `node_modules/tsx`, then the shared
-/// lookup (project, PATH).
+/// A workflow's tsx, looked up once per workflow: the npm package's own
+/// (`LOOPX_TSX`, the one this loopx ships with), else the workflow's
+/// `node_modules/tsx`, else the project's, else a `tsx` on PATH. The last
+/// two are the same for every workflow, so `outside` caches them.
 fn workflow_tsx(
     workflow_dir: &Path,
-    shared: Option<Rc<PathBuf>>,
     s: &Settings,
+    project_root: &Path,
+    outside: &mut Option<Option<Rc<PathBuf>>>,
 ) -> Option<Rc<PathBuf>> {
-    if s.tsx.is_some() && shared.is_some() {
-        return shared;
+    if let Some(loader) = s.tsx.as_deref().and_then(tsx_loader) {
+        return Some(Rc::new(loader));
     }
-    tsx_loader(&workflow_dir.join("node_modules/tsx"))
-        .map(Rc::new)
-        .or(shared)
+    if let Some(loader) = tsx_loader(&workflow_dir.join("node_modules/tsx")) {
+        return Some(Rc::new(loader));
+    }
+    outside
+        .get_or_insert_with(|| {
+            tsx_loader(&project_root.join("node_modules/tsx"))
+                .or_else(|| {
+                    which("tsx", s.path.as_deref())
+                        .and_then(|cmd| tsx_from_command(&cmd))
+                        .and_then(|dir| tsx_loader(&dir))
+                })
+                .map(Rc::new)
+        })
+        .clone()
 }
 
 #[cfg(test)]

@@ -971,3 +971,31 @@ fn after_delegation_import_loopx_resolves_to_the_local_versions_helpers() {
         "{argv}"
     );
 }
+
+#[test]
+fn an_unusable_loopx_tsx_falls_back_to_the_workflow_tsx_before_the_project_one() {
+    let p = Project::new();
+    p.file(
+        "node_modules/tsx/package.json",
+        r#"{ "name": "tsx", "exports": { ".": "./broken.mjs" } }"#,
+    );
+    p.file(
+        "node_modules/tsx/broken.mjs",
+        "throw new Error(\"the project's tsx was used\");\n",
+    );
+    p.symlink(
+        &tsx_dir().display().to_string(),
+        ".loopx/wf/node_modules/tsx",
+    );
+    p.script("wf", "index.ts", &to_sink(EXEC_ARGV));
+    sink(&p, "wf", "got");
+    run_standalone(&p, "wf")
+        .env("LOOPX_TSX", p.home().join("no-such-tsx"))
+        .run()
+        .success();
+    let argv = p.read("got");
+    assert!(
+        argv.contains(".loopx/wf/node_modules/tsx/dist/loader.mjs"),
+        "{argv}"
+    );
+}
