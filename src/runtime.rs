@@ -523,6 +523,31 @@ mod tests {
     }
 
     #[test]
+    fn tsx_loader_follows_the_package_exports() {
+        let d = std::env::temp_dir().join(format!("loopx-tsx-loader-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("dist")).expect("mkdir");
+        let write = |f: &str, t: &str| std::fs::write(d.join(f), t).expect("write");
+        write("dist/loader.mjs", "");
+        write("dist/other.mjs", "");
+        // No package.json: not a tsx.
+        assert_eq!(tsx_loader(&d), None);
+        write("package.json", r#"{"exports":{".":"./dist/other.mjs"}}"#);
+        assert_eq!(tsx_loader(&d), Some(d.join("dist/other.mjs")));
+        write(
+            "package.json",
+            r#"{"exports":{".":{"types":"./x.d.ts","import":"./dist/other.mjs"}}}"#,
+        );
+        assert_eq!(tsx_loader(&d), Some(d.join("dist/other.mjs")));
+        write("package.json", r#"{"name":"tsx"}"#);
+        assert_eq!(tsx_loader(&d), Some(d.join("dist/loader.mjs")));
+        // An entry that does not exist is no tsx.
+        write("package.json", r#"{"exports":{".":"./gone.mjs"}}"#);
+        assert_eq!(tsx_loader(&d), None);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
     fn lang_by_extension() {
         assert_eq!(Lang::of(Path::new("/w/a.js")), Lang::Js);
         assert_eq!(Lang::of(Path::new("/w/a.jsx")), Lang::Jsx);
