@@ -68,9 +68,13 @@ pub fn maybe_delegate(args: &[OsString]) {
             use std::os::unix::process::CommandExt;
             // exec: the local loopx becomes this process, so signals, stdio
             // and the exit status are its own with nothing in between.
+            // LOOPX_PACKAGE_DIR named this version's package (set by its npm
+            // shim): scripts must get the local version's helpers (§3.3),
+            // which its own shim names again, or its binary carries.
             let err = std::process::Command::new(&local)
                 .args(args)
                 .env("LOOPX_DELEGATED", "1")
+                .env_remove("LOOPX_PACKAGE_DIR")
                 .exec();
             crate::warn(&format!(
                 "cannot start the project-local loopx {}: {err}; using this loopx instead",

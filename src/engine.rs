@@ -205,6 +205,10 @@ pub fn run(args: &RunArgs, observer: &mut dyn Observer) -> Result<(), Error> {
     env.push(("LOOPX_WORKFLOW".into(), OsString::new()));
     let workflow_slot = env.len() - 1;
 
+    // §6.3: the JS/TS runtime is decided when the first such script runs,
+    // then kept for the whole run.
+    let mut runtimes =
+        runtime::Runtimes::new(runtime::Settings::from_env(&env), project_root.clone());
     let mut current = start;
     let mut stdin: Option<String> = None;
     let mut iterations: u64 = 0;
@@ -215,7 +219,7 @@ pub fn run(args: &RunArgs, observer: &mut dyn Observer) -> Result<(), Error> {
             return Err(Error::Interrupted { signal });
         }
         let label = current.label();
-        let program = runtime::program_for(current.script, &label)?;
+        let program = runtimes.program_for(current.workflow, current.script, &label)?;
         env[workflow_slot].1 = OsString::from(&current.workflow.name);
         let stdout = process::run(
             &Launch {
@@ -225,6 +229,7 @@ pub fn run(args: &RunArgs, observer: &mut dyn Observer) -> Result<(), Error> {
                 args: &program.args,
                 cwd: &current.workflow.dir,
                 env: &env,
+                runtime_env: &program.env,
                 stdin: stdin.as_deref().map(str::as_bytes),
             },
             &mut signals,

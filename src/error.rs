@@ -87,8 +87,12 @@ pub enum Error {
         program: String,
         err: io::Error,
     },
-    /// A JS/TS script reached in a build that cannot run one yet.
-    JsNotSupported {
+    /// `LOOPX_JS_RUNTIME` is neither empty, `node` nor `bun`.
+    BadJsRuntime {
+        value: String,
+    },
+    /// A JS/TS script with no `node` (nor `bun`) on PATH (§6.3).
+    NoNode {
         script: String,
     },
     /// An install source §10.1 does not accept; the message says why and
@@ -139,6 +143,24 @@ pub enum Error {
         err: io::Error,
         committed: Vec<String>,
         not_committed: Vec<String>,
+    },
+    /// `LOOPX_JS_RUNTIME=bun` with no `bun` to be found.
+    NoBun {
+        script: String,
+    },
+    /// A `.ts` script without tsx and without Node type stripping, or a
+    /// `.jsx`/`.tsx` script without tsx, on Node (§6.3).
+    NoTypeScriptRuntime {
+        script: String,
+        jsx: bool,
+    },
+    /// Neither XDG_CACHE_HOME nor HOME tells where the embedded helper
+    /// files go (standalone binary, §3.3).
+    NoCacheDir,
+    /// The embedded helper files could not be written.
+    HelperCache {
+        dir: PathBuf,
+        err: io::Error,
     },
     /// Already reported through the API channel (api.rs); only the exit
     /// code remains.
@@ -304,10 +326,54 @@ impl fmt::Display for Error {
                 program,
                 err,
             } => write!(f, "cannot start script {script} ({program}): {err}"),
-            Error::JsNotSupported { script } => write!(
+            Error::BadJsRuntime { value } => write!(
                 f,
-                "cannot run {script}: JavaScript/TypeScript scripts are not supported by this \
-                 build of loopx yet; use a bash (.sh) script"
+                "LOOPX_JS_RUNTIME is '{value}'; it must be 'node', 'bun' or empty \
+                 (empty: Node, with tsx for TypeScript)"
+            ),
+            Error::NoNode { script } => write!(
+                f,
+                "cannot run {script}: no `node` found on PATH\n\
+                 hint: install Node.js >= 20.6, or install Bun and set LOOPX_JS_RUNTIME=bun"
+            ),
+            Error::NoBun { script } => write!(
+                f,
+                "cannot run {script}: LOOPX_JS_RUNTIME is 'bun' but no `bun` found on PATH\n\
+                 hint: install Bun (https://bun.sh) or unset LOOPX_JS_RUNTIME to use Node"
+            ),
+            Error::NoTypeScriptRuntime { script, jsx } => {
+                if *jsx {
+                    write!(
+                        f,
+                        "cannot run {script}: JSX needs tsx or Bun, and neither was found \
+                         (looked for the loopx package's tsx, node_modules/tsx in the workflow \
+                         and the project, and `tsx` on PATH)"
+                    )?;
+                } else {
+                    write!(
+                        f,
+                        "cannot run {script}: no TypeScript runtime found: no tsx (looked for \
+                         the loopx package's tsx, node_modules/tsx in the workflow and the \
+                         project, and `tsx` on PATH), and this Node cannot strip types itself \
+                         (Node >= 22.18 can)"
+                    )?;
+                }
+                f.write_str(
+                    "\nhint: install loopx with `npm install -g loopx` (it brings tsx), \
+                     or `npm install -D tsx` in the project, or install Bun and set \
+                     LOOPX_JS_RUNTIME=bun",
+                )
+            }
+            Error::NoCacheDir => f.write_str(
+                "cannot find a cache directory for loopx's script helpers: \
+                 neither XDG_CACHE_HOME nor HOME is set\n\
+                 hint: set XDG_CACHE_HOME to a writable directory",
+            ),
+            Error::HelperCache { dir, err } => write!(
+                f,
+                "cannot write loopx's script helpers to {}: {err}\n\
+                 hint: set XDG_CACHE_HOME to a writable directory",
+                dir.display()
             ),
             Error::InstallSource { message } => {
                 write!(f, "{message}\nhint: see 'loopx install --help'")

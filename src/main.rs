@@ -11,6 +11,7 @@ mod envfile;
 mod error;
 mod help;
 mod install;
+mod js_assets;
 mod json;
 mod names;
 mod output;

@@ -637,40 +637,6 @@ fn invalid_target_is_rejected_even_with_n_zero() {
         .stderr_has("'a:b:c'");
 }
 
-// ---------------------------------------------------------------- JS/TS (temporary)
-
-#[test]
-fn js_script_reports_not_yet_supported() {
-    // Discovered like any script, but this build cannot run JS/TS yet.
-    for file in ["index.ts", "index.js", "index.tsx", "index.jsx"] {
-        let p = Project::new();
-        p.script("pipe", file, "");
-        let o = p.loopx(&["run", "pipe"]).run();
-        o.failure().stdout_empty().stderr_has("pipe:index");
-        assert!(o.stderr.contains("not supported"), "{file}: {}", o.stderr);
-        // -n 0 resolves the target without running it.
-        p.loopx(&["run", "-n", "0", "pipe"])
-            .run()
-            .success()
-            .stderr_is_empty();
-    }
-}
-
-#[test]
-fn js_script_reached_by_goto_reports_not_yet_supported() {
-    let p = Project::new();
-    p.script(
-        "w",
-        "index.sh",
-        &logging_script("w:index", r#"{"goto":"tool"}"#),
-    )
-    .script("w", "tool.js", "");
-    let o = p.loopx(&["run", "w"]).run();
-    o.failure().stdout_empty().stderr_has("w:tool");
-    assert!(o.stderr.contains("not supported"), "{}", o.stderr);
-    assert_eq!(log(&p), "w:index\n");
-}
-
 #[test]
 fn non_utf8_script_name_is_invalid() {
     use std::os::unix::ffi::OsStrExt;

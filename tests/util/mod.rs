@@ -162,8 +162,10 @@ pub fn isolate(cmd: &mut Command, home: &Path) {
             cmd.env_remove(k);
         }
     }
+    // XDG_CACHE_HOME too: standalone JS/TS runs write their helpers there.
     cmd.env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join(".config"));
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env_remove("XDG_CACHE_HOME");
 }
 
 /// A configured invocation.

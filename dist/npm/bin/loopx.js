@@ -12,6 +12,9 @@
 //                        found relative to it.
 //     LOOPX_JS_RUNTIME   "bun" when this shim runs under Bun; otherwise a
 //                        value the user set is passed on untouched.
+//     LOOPX_BUN          absolute path of the Bun executable running this
+//                        shim, under Bun only (the binary runs scripts with
+//                        it, so Bun need not be on PATH).
 //     LOOPX_TSX          absolute path of the tsx package directory as
 //                        resolved from this package; absent when it cannot
 //                        be resolved (a value the user set then stays).
@@ -40,7 +43,10 @@ try {
 }
 
 const env = { ...process.env, LOOPX_PACKAGE_DIR: PACKAGE_DIR };
-if (process.versions.bun) env.LOOPX_JS_RUNTIME = "bun";
+if (process.versions.bun) {
+  env.LOOPX_JS_RUNTIME = "bun";
+  env.LOOPX_BUN = process.execPath;
+}
 const tsx = tsxDir();
 if (tsx) env.LOOPX_TSX = tsx;
 
