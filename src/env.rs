@@ -29,7 +29,8 @@ pub fn global_env_path() -> Result<PathBuf, Error> {
 
 /// `~`: `$HOME`, else the user's entry in the password database, as Node's
 /// `os.homedir()` does (services and `env -i` often run without HOME).
-fn home_dir() -> Option<PathBuf> {
+/// Shared by the global env file and the JS helper cache (runtime.rs).
+pub fn home_dir() -> Option<PathBuf> {
     match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
         Some(home) => Some(PathBuf::from(home)),
         None => passwd_home(),

@@ -77,7 +77,7 @@ impl Settings {
             bun: get("LOOPX_BUN").map(PathBuf::from),
             path,
             xdg_cache_home: get("XDG_CACHE_HOME").map(PathBuf::from),
-            home: get("HOME").map(PathBuf::from),
+            home: crate::env::home_dir(),
         }
     }
 }
