@@ -219,6 +219,11 @@ class Run {
       if (this.#cancelled) return DONE;
       if (signal?.aborted) return this.#fail(abortError(signal));
       return await this.#handle(message);
+    } catch (error) {
+      // Whatever failed (finding or spawning the binary, too), the
+      // generator is complete: later next() calls resolve done.
+      this.#done = true;
+      throw error;
     } finally {
       this.#busy = false;
     }

@@ -23,6 +23,9 @@ for (const name of Object.keys(process.env)) {
   if (name.startsWith("LOOPX_") && name !== "LOOPX_BINARY_PATH") delete process.env[name];
 }
 
+// A hung run fails its test instead of the whole suite.
+const T = { timeout: 60_000 };
+
 /** A project root with bash scripts: { "w/index.sh": body, ... } under .loopx/. */
 function project(t, scripts, files = {}) {
   const root = tempDir(t);
@@ -45,7 +48,7 @@ function log(root) {
 // A script that starts a background grandchild writing its pid, then
 // signals readiness and blocks: the group to be terminated.
 const BLOCKING = `echo blocking >> "$LOOPX_PROJECT_ROOT/log"
-sleep 1000 &
+sleep 300 &
 echo $! > "$LOOPX_PROJECT_ROOT/grandchild"
 : > "$LOOPX_PROJECT_ROOT/ready"
 wait
@@ -90,7 +93,7 @@ async function rejection(promise, what = "") {
   assert.fail(`expected a rejection ${what}, got ${JSON.stringify(value)}`);
 }
 
-test("yields one Output per iteration, goto hops included, in order", async (t) => {
+test("yields one Output per iteration, goto hops included, in order", T, async (t) => {
   const root = project(t, {
     "a/index.sh": logged("a:index", { result: "start", goto: "check" }),
     "a/check.sh": logged("a:check", { result: "checked", goto: "b:index" }),
@@ -106,7 +109,7 @@ test("yields one Output per iteration, goto hops included, in order", async (t) 
   assert.deepEqual(await runPromise("a", { cwd: root }), expected);
 });
 
-test("the final output is yielded before the generator completes", async (t) => {
+test("the final output is yielded before the generator completes", T, async (t) => {
   const root = project(t, {
     "w/index.sh": logged("w", { result: "one", goto: "last" }),
     "w/last.sh": logged("last", { result: "two", stop: true }),
@@ -122,7 +125,7 @@ test("the final output is yielded before the generator completes", async (t) => 
   assert.deepEqual(await limited.next(), { value: undefined, done: true });
 });
 
-test("stop: true ends the loop; without goto the loop restarts at the target", async (t) => {
+test("stop: true ends the loop; without goto the loop restarts at the target", T, async (t) => {
   const root = project(t, {
     "w/index.sh": `n=$(cat "$LOOPX_PROJECT_ROOT/count" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$LOOPX_PROJECT_ROOT/count"
 if [ $n -ge 3 ]; then printf '{"result":"%s","stop":true}' $n; else printf '{"result":"%s"}' $n; fi
@@ -131,7 +134,7 @@ if [ $n -ge 3 ]; then printf '{"result":"%s","stop":true}' $n; else printf '{"re
   assert.deepEqual(await runPromise("w", { cwd: root }), [{ result: "1" }, { result: "2" }, { result: "3", stop: true }]);
 });
 
-test("the next iteration starts only when the consumer asks for it", async (t) => {
+test("the next iteration starts only when the consumer asks for it", T, async (t) => {
   const root = project(t, { "w/index.sh": logged("first", { result: "first" }) });
   const loop = run("w", { cwd: root });
   assert.deepEqual((await loop.next()).value, { result: "first" });
@@ -142,7 +145,7 @@ test("the next iteration starts only when the consumer asks for it", async (t) =
   assert.deepEqual(log(root), ["first", "second"]);
 });
 
-test("maxIterations: N counts every execution, 0 validates and runs nothing", async (t) => {
+test("maxIterations: N counts every execution, 0 validates and runs nothing", T, async (t) => {
   const root = project(t, {
     "w/index.sh": logged("index", { goto: "hop" }),
     "w/hop.sh": logged("hop", { result: "hopped" }),
@@ -158,7 +161,7 @@ test("maxIterations: N counts every execution, 0 validates and runs nothing", as
   assert.equal(error.message, cliError(root, ["-n", "0", "nope"]));
 });
 
-test("an invalid maxIterations is rejected on first use, never synchronously", async (t) => {
+test("an invalid maxIterations is rejected on first use, never synchronously", T, async (t) => {
   const root = project(t, { "w/index.sh": logged("ran", { stop: true }) });
   for (const [value, shown] of [[-1, "-1"], [1.5, "1.5"], [NaN, "NaN"], ["3", "'3'"], [Infinity, "Infinity"], [null, "null"]]) {
     const message = `invalid value ${shown} for maxIterations: expected a non-negative integer`;
@@ -173,7 +176,7 @@ test("an invalid maxIterations is rejected on first use, never synchronously", a
   assert.deepEqual(log(root), []);
 });
 
-test("every error surfaces lazily with the CLI's wording", async (t) => {
+test("every error surfaces lazily with the CLI's wording", T, async (t) => {
   const root = project(t, {
     "w/index.sh": logged("w", { result: "ok" }),
     "w/fails.sh": "exit 3\n",
@@ -213,7 +216,7 @@ test("every error surfaces lazily with the CLI's wording", async (t) => {
   assert.deepEqual(log(root), [], "no iteration ran before a start-up error");
 });
 
-test("validation failures and a missing .loopx/ surface lazily with the CLI's wording", async (t) => {
+test("validation failures and a missing .loopx/ surface lazily with the CLI's wording", T, async (t) => {
   const invalid = project(t, { "w/index.sh": logged("w", {}), "w/index.ts": "", "w/bad name.sh": "" });
   const error = await rejection(runPromise("w", { cwd: invalid }));
   assert.equal(error.message, cliError(invalid, ["w"]));
@@ -224,7 +227,7 @@ test("validation failures and a missing .loopx/ surface lazily with the CLI's wo
   assert.equal(missing.message, cliError(empty, ["w"]));
 });
 
-test("a target that is not a string is rejected lazily", async (t) => {
+test("a target that is not a string is rejected lazily", T, async (t) => {
   const root = project(t, { "w/index.sh": logged("w", { stop: true }) });
   for (const [target, message] of [
     [undefined, /^missing target: run\(<workflow>\[:<script>\]\) needs a target string/],
@@ -246,7 +249,7 @@ test("a target that is not a string is rejected lazily", async (t) => {
   assert.deepEqual(log(root), []);
 });
 
-test("bad options are rejected lazily", async (t) => {
+test("bad options are rejected lazily", T, async (t) => {
   const root = project(t, { "w/index.sh": logged("w", { stop: true }) });
   for (const [options, message] of [
     [5, /^invalid options 5: expected an object/],
@@ -262,7 +265,7 @@ test("bad options are rejected lazily", async (t) => {
   assert.deepEqual(log(root), []);
 });
 
-test("outputs yielded before an error stay with the consumer", async (t) => {
+test("outputs yielded before an error stay with the consumer", T, async (t) => {
   const root = project(t, {
     "w/index.sh": logged("index", { result: "first", goto: "second" }),
     "w/second.sh": logged("second", { result: "second", goto: "fails" }),
@@ -279,7 +282,7 @@ test("outputs yielded before an error stay with the consumer", async (t) => {
   assert.equal(error.exitCode, 1);
 });
 
-test("options, cwd and environment are snapshotted at call time", async (t) => {
+test("options, cwd and environment are snapshotted at call time", T, async (t) => {
   const a = project(t, { "w/index.sh": `printf '{"result":"a %s"}' "$SNAP"` });
   const b = project(t, { "w/index.sh": `printf '{"result":"b %s"}' "$SNAP"` });
   const options = { cwd: a, maxIterations: 2 };
@@ -307,7 +310,7 @@ test("options, cwd and environment are snapshotted at call time", async (t) => {
   }
 });
 
-test("cwd is the project root; a relative envFile resolves against it", async (t) => {
+test("cwd is the project root; a relative envFile resolves against it", T, async (t) => {
   const root = project(
     t,
     { "w/index.sh": `printf '{"result":"%s|%s|%s"}' "$LOOPX_PROJECT_ROOT" "$FROM_FILE" "$PWD"` },
@@ -338,7 +341,7 @@ test("cwd is the project root; a relative envFile resolves against it", async (t
   });
 });
 
-test("return() while a script runs terminates its process group and completes silently", async (t) => {
+test("return() while a script runs terminates its process group and completes silently", T, async (t) => {
   const root = project(t, { "w/index.sh": BLOCKING });
   const loop = run("w", { cwd: root });
   const pending = loop.next();
@@ -352,7 +355,7 @@ test("return() while a script runs terminates its process group and completes si
   assert.deepEqual(log(root), ["blocking"]);
 });
 
-test("break between iterations starts no further script", async (t) => {
+test("break between iterations starts no further script", T, async (t) => {
   const root = project(t, { "w/index.sh": logged("ran", { result: "again" }) });
   let count = 0;
   for await (const out of run("w", { cwd: root })) {
@@ -363,7 +366,7 @@ test("break between iterations starts no further script", async (t) => {
   assert.deepEqual(log(root), ["ran", "ran"]);
 });
 
-test("return() and throw() before the first next() start nothing", async (t) => {
+test("return() and throw() before the first next() start nothing", T, async (t) => {
   const root = project(t, { "w/index.sh": logged("ran", {}) });
   const loop = run("w", { cwd: root });
   assert.deepEqual(await loop.return(), { value: undefined, done: true });
@@ -375,7 +378,7 @@ test("return() and throw() before the first next() start nothing", async (t) => 
   assert.deepEqual(log(root), []);
 });
 
-test("abort: an already-aborted signal fails on first use and starts nothing", async (t) => {
+test("abort: an already-aborted signal fails on first use and starts nothing", T, async (t) => {
   const root = project(t, { "w/index.sh": logged("ran", {}) });
   const signal = AbortSignal.abort();
   let loop;
@@ -390,7 +393,7 @@ test("abort: an already-aborted signal fails on first use and starts nothing", a
   assert.deepEqual(log(root), []);
 });
 
-test("abort before the first next() throws an AbortError and starts nothing", async (t) => {
+test("abort before the first next() throws an AbortError and starts nothing", T, async (t) => {
   const root = project(t, { "w/index.sh": logged("ran", {}) });
   const controller = new AbortController();
   const loop = run("w", { cwd: root, signal: controller.signal });
@@ -399,7 +402,7 @@ test("abort before the first next() throws an AbortError and starts nothing", as
   assert.deepEqual(log(root), []);
 });
 
-test("abort while a script runs terminates its process group and throws an AbortError", async (t) => {
+test("abort while a script runs terminates its process group and throws an AbortError", T, async (t) => {
   const root = project(t, { "w/index.sh": BLOCKING });
   const controller = new AbortController();
   const loop = run("w", { cwd: root, signal: controller.signal });
@@ -422,7 +425,7 @@ test("abort while a script runs terminates its process group and throws an Abort
   assert.ok(!isAlive(grandchild(again)));
 });
 
-test("abort between iterations throws an AbortError and starts no further script", async (t) => {
+test("abort between iterations throws an AbortError and starts no further script", T, async (t) => {
   const root = project(t, { "w/index.sh": logged("ran", { result: "x" }) });
   const controller = new AbortController();
   const loop = run("w", { cwd: root, signal: controller.signal });
@@ -433,7 +436,7 @@ test("abort between iterations throws an AbortError and starts no further script
   assert.deepEqual(log(root), ["ran"]);
 });
 
-test("abort with a reason that is not an AbortError still throws an AbortError, with the reason as cause", async (t) => {
+test("abort with a reason that is not an AbortError still throws an AbortError, with the reason as cause", T, async (t) => {
   const root = project(t, { "w/index.sh": logged("ran", {}) });
   const controller = new AbortController();
   const reason = new Error("shutting down");
@@ -446,7 +449,7 @@ test("abort with a reason that is not an AbortError still throws an AbortError, 
   assert.equal(timeout.cause.name, "TimeoutError");
 });
 
-test("concurrent runs do not interfere", async (t) => {
+test("concurrent runs do not interfere", T, async (t) => {
   const counter = (name, stopAt) =>
     `n=$(cat "$LOOPX_PROJECT_ROOT/count" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$LOOPX_PROJECT_ROOT/count"
 if [ $n -ge ${stopAt} ]; then printf '{"result":"${name}%s","stop":true}' $n; else printf '{"result":"${name}%s"}' $n; fi
@@ -487,7 +490,7 @@ function driver(t, body) {
   return file;
 }
 
-test("script stderr reaches the parent's stderr; nothing is printed to stdout", async (t) => {
+test("script stderr reaches the parent's stderr; nothing is printed to stdout", T, async (t) => {
   const root = project(t, {
     "w/index.sh": `echo "script says hello" >&2\nprintf '{"result":"secret result","goto":"end"}'`,
     "w/end.sh": `echo "end says bye" >&2\nprintf '{"result":"done","stop":true}'`,
@@ -507,7 +510,7 @@ writeFileSync(${JSON.stringify(out)}, JSON.stringify(await runPromise("w", { cwd
   ]);
 });
 
-test("an abandoned generator does not keep the process alive, and nothing more starts", async (t) => {
+test("an abandoned generator does not keep the process alive, and nothing more starts", T, async (t) => {
   const root = project(t, { "w/index.sh": `echo $PPID > "$LOOPX_PROJECT_ROOT/binary-pid"\n${logged("ran", { result: "x" })}` });
   const file = driver(t, `
 const loop = run("w", { cwd: ${JSON.stringify(root)} });
@@ -523,7 +526,7 @@ await loop.next();
   assert.deepEqual(log(root), ["ran"]);
 });
 
-test("importing the package entry loads neither child_process nor the API code", async () => {
+test("importing the package entry loads neither child_process nor the API code", T, async () => {
   const r = await runProcess(process.execPath, [
     "--input-type=module",
     "-e",
@@ -541,7 +544,7 @@ function fakeBinary(t, script) {
   return join(dir, "loopx");
 }
 
-test("a binary speaking another protocol is detected with a clear error", async (t) => {
+test("a binary speaking another protocol is detected with a clear error", T, async (t) => {
   const root = project(t, { "w/index.sh": logged("ran", {}) });
   const version = JSON.parse(readFileSync(join(PKG, "package.json"), "utf8")).version;
   const fake = fakeBinary(t, `echo "$*" > "$(dirname "$0")/args"\necho '{"type":"protocol","supported":"7","version":"9.9.9"}'\nexit 1`);
@@ -575,14 +578,34 @@ test("a binary speaking another protocol is detected with a clear error", async 
   assert.deepEqual(log(root), []);
 });
 
-test("the real binary and this package speak the same protocol", async (t) => {
+test("a binary that cannot be found is reported lazily with the shim's message", T, async (t) => {
+  const root = project(t, { "w/index.sh": logged("ran", {}) });
+  const missing = join(root, "no-such-loopx");
+  process.env.LOOPX_BINARY_PATH = missing;
+  let promise;
+  try {
+    assert.doesNotThrow(() => (promise = runPromise("w", { cwd: root })));
+  } finally {
+    process.env.LOOPX_BINARY_PATH = BINARY;
+  }
+  await assert.rejects(promise, { message: `LOOPX_BINARY_PATH is set to ${missing}, which is not an executable file` });
+  process.env.LOOPX_BINARY_PATH = missing;
+  const loop = run("w", { cwd: root });
+  process.env.LOOPX_BINARY_PATH = BINARY;
+  await assert.rejects(loop.next(), { message: /^LOOPX_BINARY_PATH is set to/ });
+  assert.deepEqual(await loop.next(), { value: undefined, done: true }, "the generator is complete");
+  assert.deepEqual(log(root), []);
+});
+
+test("the real binary and this package speak the same protocol", T, async (t) => {
   const root = project(t, { "w/index.sh": logged("ran", { stop: true }) });
   assert.deepEqual(await runPromise("w", { cwd: root }), [{ stop: true }]);
 });
 
-test("the declarations type-check a consumer, and reject a call without target", async (t) => {
+test("the declarations type-check a consumer, and reject a call without target", T, async (t) => {
   const dir = tempDir(t);
   const tsc = join(PKG, "node_modules", "typescript", "bin", "tsc");
+  assert.ok(existsSync(tsc), `${tsc} is missing: run \`npm ci\` in dist/npm (typescript is a devDependency)`);
   writeTree(dir, {
     "node_modules/loopx": "", // replaced by a link below
     "tsconfig.json": JSON.stringify({
