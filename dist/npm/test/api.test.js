@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { run, runPromise } from "../index.js";
-import { PKG, run as runProcess, tempDir, waitFor, writeTree } from "./util.js";
+import { BUN, PKG, run as runProcess, tempDir, waitFor, writeTree } from "./util.js";
 
 const BINARY =
   process.env.LOOPX_TEST_BINARY ?? join(process.env.CARGO_TARGET_DIR ?? join(PKG, "..", "..", "target"), "debug", "loopx");
@@ -508,6 +508,39 @@ writeFileSync(${JSON.stringify(out)}, JSON.stringify(await runPromise("w", { cwd
     { result: "secret result", goto: "end" },
     { result: "done", stop: true },
   ]);
+});
+
+test("the API works under Bun too: outputs, break during a script, abort", { ...T, skip: !BUN && "bun not found" }, async (t) => {
+  const root = project(t, { "w/index.sh": logged("ran", { result: "r" }) });
+  const blocked = project(t, { "w/index.sh": BLOCKING });
+  const out = join(tempDir(t), "report.json");
+  const file = driver(t, `
+import { existsSync, writeFileSync } from "node:fs";
+const report = {};
+report.outputs = await runPromise("w", { cwd: ${JSON.stringify(root)}, maxIterations: 2 });
+const loop = run("w", { cwd: ${JSON.stringify(blocked)} });
+const pending = loop.next();
+while (!existsSync(${JSON.stringify(join(blocked, "ready"))})) await new Promise((r) => setTimeout(r, 10));
+report.returned = await loop.return();
+report.pending = await pending;
+const controller = new AbortController();
+const aborted = run("w", { cwd: ${JSON.stringify(root)}, signal: controller.signal });
+await aborted.next();
+controller.abort();
+report.abort = await aborted.next().then(() => "resolved", (error) => error.name);
+writeFileSync(${JSON.stringify(out)}, JSON.stringify(report));
+`);
+  const r = await runProcess(BUN, [file]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stdout, "");
+  assert.deepEqual(JSON.parse(readFileSync(out, "utf8")), {
+    outputs: [{ result: "r" }, { result: "r" }],
+    returned: { done: true },
+    pending: { done: true },
+    abort: "AbortError",
+  });
+  assert.ok(!isAlive(grandchild(blocked)));
+  assert.deepEqual(log(root), ["ran", "ran", "ran"]);
 });
 
 test("an abandoned generator does not keep the process alive, and nothing more starts", T, async (t) => {
