@@ -630,6 +630,12 @@ test("a binary that cannot be found is reported lazily with the shim's message",
   assert.deepEqual(log(root), []);
 });
 
+test("the binary gets the shim's environment contract (LOOPX_PACKAGE_DIR, LOOPX_TSX)", T, async (t) => {
+  const root = project(t, { "w/index.sh": `printf '{"result":"%s|%s"}' "$LOOPX_PACKAGE_DIR" "$LOOPX_TSX"` });
+  const tsx = realpathSync(join(PKG, "node_modules", "tsx"));
+  assert.deepEqual(await runPromise("w", { cwd: root, maxIterations: 1 }), [{ result: `${PKG}|${tsx}` }]);
+});
+
 test("the real binary and this package speak the same protocol", T, async (t) => {
   const root = project(t, { "w/index.sh": logged("ran", { stop: true }) });
   assert.deepEqual(await runPromise("w", { cwd: root }), [{ stop: true }]);
