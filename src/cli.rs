@@ -83,7 +83,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Command, Error> {
         "output" => parse_output(rest),
         "env" => parse_env(rest),
         "install" => parse_install(rest),
-        "__api" => parse_api(rest),
+        crate::api::MODE => parse_api(rest),
         "-n" | "-e" => Err(Error::usage(
             format!("'{first}' is an option of 'loopx run', not of loopx itself: loopx run {first} <value> <workflow>"),
             RUN_HELP,

@@ -58,6 +58,11 @@ pub fn maybe_delegate(args: &[OsString]) {
     if std::env::var_os("LOOPX_DELEGATED").is_some() {
         return;
     }
+    // The JS API's machine mode (api.rs) is started by the imported package
+    // for its own binary: that package already is the project's version.
+    if args.first().is_some_and(|a| a == crate::api::MODE) {
+        return;
+    }
     let Ok(root) = std::env::current_dir() else {
         return;
     };
