@@ -19,10 +19,20 @@ use crate::error::Error;
 pub const FILES: &[(&str, &[u8])] = &[
     (
         "package.json",
-        b"{ \"name\": \"loopx\", \"type\": \"module\" }\n",
+        // The version, as lib/native.js reads it to pick a release.
+        concat!(
+            "{ \"name\": \"loopx\", \"version\": \"",
+            env!("CARGO_PKG_VERSION"),
+            "\", \"type\": \"module\" }\n"
+        )
+        .as_bytes(),
     ),
     ("index.js", include_bytes!("../dist/npm/index.js")),
     ("helpers.js", include_bytes!("../dist/npm/helpers.js")),
+    // run()/runPromise() (§9), loaded by index.js only when called.
+    ("api.js", include_bytes!("../dist/npm/api.js")),
+    ("lib/native.js", include_bytes!("../dist/npm/lib/native.js")),
+    ("lib/ustar.js", include_bytes!("../dist/npm/lib/ustar.js")),
     (
         "loader/register.mjs",
         include_bytes!("../dist/npm/loader/register.mjs"),
