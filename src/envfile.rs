@@ -1,5 +1,7 @@
 //! The `.env` grammar shared by the global env file and `-e` files (§8.1).
 
+use crate::js_compat::is_js_whitespace;
+
 /// Keys are `[A-Za-z_][A-Za-z0-9_]*` (§8.1, §4.3 `env set`).
 pub fn is_valid_key(s: &str) -> bool {
     let mut bytes = s.bytes();
@@ -31,24 +33,6 @@ enum Line<'a> {
     Skip,
     Var(&'a str, &'a str),
     Bad,
-}
-
-/// What JavaScript's `trim`/`trimEnd` strip (ECMAScript WhiteSpace and
-/// LineTerminator): "trimmed of trailing whitespace" (§8.1) in the sense of
-/// the reference implementation. Unlike Rust's `char::is_whitespace` this
-/// includes U+FEFF and excludes U+0085.
-fn is_js_whitespace(c: char) -> bool {
-    matches!(
-        c,
-        '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
-            ..='\u{200a}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202f}'
-                | '\u{205f}'
-                | '\u{3000}'
-                | '\u{feff}'
-    )
 }
 
 fn parse_line(line: &str) -> Line<'_> {

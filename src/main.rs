@@ -12,6 +12,7 @@ mod error;
 mod help;
 mod install;
 mod js_assets;
+mod js_compat;
 mod json;
 mod names;
 mod output;
