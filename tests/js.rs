@@ -27,14 +27,6 @@ fn tsx_dir() -> PathBuf {
     dir
 }
 
-/// An executable on the test's own PATH.
-fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
 fn node() -> PathBuf {
     which("node").expect("node must be on PATH for the JS/TS tests")
 }

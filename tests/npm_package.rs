@@ -15,13 +15,6 @@ use std::sync::OnceLock;
 
 use util::*;
 
-fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
 fn bun() -> PathBuf {
     which("bun")
         .or_else(|| {

@@ -8,6 +8,7 @@
 
 #[path = "util/http.rs"]
 mod http;
+mod util;
 
 use http::{Response, Server};
 use std::fs;
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
+use util::which;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -116,12 +118,6 @@ fn run(cmd: &mut Command) -> Output {
 
 fn system_path() -> String {
     std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into())
-}
-
-fn which(tool: &str) -> Option<PathBuf> {
-    std::env::split_paths(&system_path())
-        .map(|d| d.join(tool))
-        .find(|p| p.is_file())
 }
 
 /// A directory of symlinks to exactly `tools`, to stand in for PATH.

@@ -115,17 +115,8 @@ pub fn escaping_symlinks(dir: &Path) -> io::Result<Vec<(PathBuf, PathBuf)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::install::testutil::TempDir;
+    use crate::install::testutil::{tree, TempDir};
     use std::os::unix::fs::symlink;
-
-    /// Creates files (and their parent directories) under `root`.
-    fn tree(root: &Path, files: &[&str]) {
-        for file in files {
-            let path = root.join(file);
-            fs::create_dir_all(path.parent().unwrap()).unwrap();
-            fs::write(path, b"x").unwrap();
-        }
-    }
 
     fn multi(names: &[&str]) -> Layout {
         Layout::Multi(names.iter().map(|s| s.to_string()).collect())

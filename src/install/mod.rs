@@ -115,6 +115,15 @@ pub(crate) mod testutil {
         }
     }
 
+    /// Creates files holding `x` (and their parent directories) under `root`.
+    pub fn tree(root: &Path, files: &[&str]) {
+        for file in files {
+            let path = root.join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, b"x").unwrap();
+        }
+    }
+
     impl Drop for TempDir {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.0);

@@ -208,16 +208,8 @@ fn collision(dest: &Path, name: &str, yes: bool) -> Result<bool, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::install::testutil::TempDir;
+    use crate::install::testutil::{tree, TempDir};
     use std::os::unix::fs::symlink;
-
-    fn tree(root: &Path, files: &[&str]) {
-        for file in files {
-            let path = root.join(file);
-            fs::create_dir_all(path.parent().unwrap()).unwrap();
-            fs::write(path, b"x").unwrap();
-        }
-    }
 
     fn req<'a>(only: Option<&'a str>, yes: bool) -> Request<'a> {
         Request {
