@@ -161,6 +161,29 @@ test("maxIterations: N counts every execution, 0 validates and runs nothing", T,
   assert.equal(error.message, cliError(root, ["-n", "0", "nope"]));
 });
 
+test("maxIterations: 0 skips the workflow version check; a run warns once on first entry", T, async (t) => {
+  const root = project(
+    t,
+    { "w/index.sh": logged("index", { result: "x" }) },
+    { ".loopx/w/package.json": JSON.stringify({ dependencies: { loopx: ">=999.0.0" } }) },
+  );
+  const script = (n) => driver(t, `
+const outputs = await runPromise("w", { cwd: ${JSON.stringify(root)}, maxIterations: ${n} });
+process.stdout.write(JSON.stringify(outputs));
+`);
+  const none = await runProcess(process.execPath, [script(0)]);
+  assert.equal(none.code, 0, none.stderr);
+  assert.equal(none.stdout, "[]");
+  assert.equal(none.stderr, "", "no version check with maxIterations: 0 (§3.2)");
+
+  const two = await runProcess(process.execPath, [script(2)]);
+  assert.equal(two.code, 0, two.stderr);
+  assert.equal(two.stdout, JSON.stringify([{ result: "x" }, { result: "x" }]));
+  const warnings = two.stderr.split("\n").filter((line) => line.includes(">=999.0.0"));
+  assert.equal(warnings.length, 1, `one warning on first entry only:\n${two.stderr}`);
+  assert.match(warnings[0], /^loopx: warning: workflow 'w' requires loopx >=999\.0\.0/);
+});
+
 test("an invalid maxIterations is rejected on first use, never synchronously", T, async (t) => {
   const root = project(t, { "w/index.sh": logged("ran", { stop: true }) });
   for (const [value, shown] of [[-1, "-1"], [1.5, "1.5"], [NaN, "NaN"], ["3", "'3'"], [Infinity, "Infinity"], [null, "null"]]) {
