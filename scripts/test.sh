@@ -13,7 +13,9 @@ echo "== cargo test"
 cargo test --locked --all-targets
 
 echo "== npm package tests (dist/npm)"
-if [ ! -d dist/npm/node_modules ]; then
+# typescript (a devDependency, for the declarations' typecheck test) came
+# after tsx: an older node_modules without it is brought up to date.
+if [ ! -d dist/npm/node_modules ] || [ ! -d dist/npm/node_modules/typescript ]; then
   (cd dist/npm && npm ci --ignore-scripts --no-audit --no-fund)
 fi
 (cd dist/npm && npm test)

@@ -18,12 +18,19 @@
 //! - `{"type":"protocol","supported":"1","version":"x.y.z"}` when the
 //!   requested protocol is not this binary's; then it exits with code 1.
 //!
-//! After an output that is not the last, the binary starts nothing until it
-//! reads a line `next` on stdin: the loop is pulled by the consumer. EOF on
-//! stdin means the consumer is gone (`break`, `return()`): the loop ends
-//! quietly with `done`. SIGTERM behaves as in the CLI (forwarded to the
-//! script's group, SIGKILL after the grace period), which is how the JS side
-//! cancels a running script.
+//! The first iteration starts at once (the JS side spawns the binary on the
+//! first `next()`). After an output that is not the last, the binary starts
+//! nothing until it reads a line `next` on stdin: the loop is pulled by the
+//! consumer. EOF on stdin means the consumer is gone (`break`, `return()`
+//! between iterations, or its process exited): the loop ends quietly with
+//! `done`. EOF is only looked at between iterations, so a consumer that goes
+//! away while a script runs lets that script finish, and nothing starts
+//! after it. SIGTERM behaves as in the CLI (forwarded to the script's group,
+//! SIGKILL after the grace period), which is how the JS side cancels a
+//! running script (`return()` or an abort during an iteration).
+//!
+//! No delegation (§3.2) happens in this mode: the JS API runs the binary of
+//! the package that was imported, which is already the project's pinned one.
 
 use std::io::{self, Write};
 
@@ -35,6 +42,9 @@ use crate::output::{self, Output};
 use crate::signals::Signals;
 
 pub const PROTOCOL: &str = "1";
+
+/// The argument that selects this mode (cli.rs).
+pub const MODE: &str = "__api";
 
 fn send(line: &str) -> Result<(), Error> {
     let mut out = io::stdout().lock();
@@ -133,7 +143,12 @@ pub fn run(protocol: &str, args: &RunArgs) -> Result<(), Error> {
         return Err(Error::Reported { code: 1 });
     }
     match engine::run(args, &mut Api) {
-        Ok(()) => send("{\"type\":\"done\"}"),
+        Ok(()) => {
+            // After EOF on stdin the consumer may be gone altogether (its
+            // process exited): a closed channel is then no failure to report.
+            let _ = send("{\"type\":\"done\"}");
+            Ok(())
+        }
         Err(err) => {
             let mut msg = String::from("{\"type\":\"error\",\"message\":");
             write_json_string(&mut msg, &err.to_string());

@@ -83,7 +83,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Command, Error> {
         "output" => parse_output(rest),
         "env" => parse_env(rest),
         "install" => parse_install(rest),
-        "__api" => parse_api(rest),
+        crate::api::MODE => parse_api(rest),
         "-n" | "-e" => Err(Error::usage(
             format!("'{first}' is an option of 'loopx run', not of loopx itself: loopx run {first} <value> <workflow>"),
             RUN_HELP,
@@ -272,26 +272,43 @@ fn parse_output(rest: Vec<OsString>) -> Result<Command, Error> {
 fn parse_env(rest: Vec<OsString>) -> Result<Command, Error> {
     let args: Vec<String> = rest.into_iter().map(lossy).collect();
     let usage = |msg: &str| Error::usage(msg.to_string(), TOP_HELP);
+    let rest = args.get(1..).unwrap_or_default();
     match args.first().map(String::as_str) {
-        Some("set") => match &args[1..] {
+        Some("set") => match rest {
             [name, value] => Ok(Command::EnvSet {
                 name: name.clone(),
                 value: value.clone(),
             }),
-            _ => Err(usage("usage: loopx env set <name> <value>")),
+            _ => Err(usage(&format!(
+                "'loopx env set' takes a name and a value, got {}: loopx env set <name> <value>",
+                count(rest.len())
+            ))),
         },
-        Some("remove") => match &args[1..] {
+        Some("remove") => match rest {
             [name] => Ok(Command::EnvRemove { name: name.clone() }),
-            _ => Err(usage("usage: loopx env remove <name>")),
+            _ => Err(usage(&format!(
+                "'loopx env remove' takes one name, got {}: loopx env remove <name>",
+                count(rest.len())
+            ))),
         },
-        Some("list") => match &args[1..] {
+        Some("list") => match rest {
             [] => Ok(Command::EnvList),
-            _ => Err(usage("usage: loopx env list (no arguments)")),
+            [extra, ..] => Err(usage(&format!(
+                "'loopx env list' takes no arguments, got '{extra}'"
+            ))),
         },
         Some(other) => Err(usage(&format!(
             "unknown env command '{other}' (expected set, remove or list)"
         ))),
         None => Err(usage("missing env command: loopx env set|remove|list")),
+    }
+}
+
+fn count(n: usize) -> String {
+    match n {
+        0 => "no arguments".to_string(),
+        1 => "1 argument".to_string(),
+        n => format!("{n} arguments"),
     }
 }
 
@@ -518,7 +535,10 @@ mod tests {
         );
         assert_eq!(parse_strs(&["env", "list"]).unwrap(), Command::EnvList);
         assert!(usage_message(&["env"]).contains("missing env command"));
-        assert!(usage_message(&["env", "set", "K"]).contains("env set <name> <value>"));
+        assert!(usage_message(&["env", "set", "K"]).contains("got 1 argument:"));
+        assert!(usage_message(&["env", "set", "K", "v", "x"]).contains("got 3 arguments"));
+        assert!(usage_message(&["env", "remove"]).contains("got no arguments"));
+        assert!(usage_message(&["env", "list", "x"]).contains("'x'"));
         assert!(usage_message(&["env", "frob"]).contains("'frob'"));
     }
 

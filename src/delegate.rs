@@ -58,6 +58,11 @@ pub fn maybe_delegate(args: &[OsString]) {
     if std::env::var_os("LOOPX_DELEGATED").is_some() {
         return;
     }
+    // The JS API's machine mode (api.rs) is started by the imported package
+    // for its own binary: that package already is the project's version.
+    if args.first().is_some_and(|a| a == crate::api::MODE) {
+        return;
+    }
     let Ok(root) = std::env::current_dir() else {
         return;
     };
@@ -68,9 +73,13 @@ pub fn maybe_delegate(args: &[OsString]) {
             use std::os::unix::process::CommandExt;
             // exec: the local loopx becomes this process, so signals, stdio
             // and the exit status are its own with nothing in between.
+            // LOOPX_PACKAGE_DIR named this version's package (set by its npm
+            // shim): scripts must get the local version's helpers (§3.3),
+            // which its own shim names again, or its binary carries.
             let err = std::process::Command::new(&local)
                 .args(args)
                 .env("LOOPX_DELEGATED", "1")
+                .env_remove("LOOPX_PACKAGE_DIR")
                 .exec();
             crate::warn(&format!(
                 "cannot start the project-local loopx {}: {err}; using this loopx instead",

@@ -7,6 +7,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::error::shown;
 use crate::names::{is_valid_name, split_script_name};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,9 +130,10 @@ pub fn scan_workflow(name: &str, dir: &Path, problems: &mut Vec<String>) -> io::
         by_base.entry(&f.base).or_default().push(&f.file_name);
         if !f.utf8 || !is_valid_name(&f.base) {
             problems.push(format!(
-                "workflow '{name}': script file '{}' has an invalid name \
+                "workflow '{}': script file '{}' has an invalid name \
                  (script names match [a-zA-Z0-9_][a-zA-Z0-9_-]*)",
-                f.file_name
+                shown(name),
+                shown(&f.file_name)
             ));
         }
         let kind = if f.ext == "sh" { Kind::Bash } else { Kind::Js };
@@ -144,8 +146,10 @@ pub fn scan_workflow(name: &str, dir: &Path, problems: &mut Vec<String>) -> io::
     for (base, names) in by_base {
         if names.len() > 1 {
             problems.push(format!(
-                "workflow '{name}': script name '{base}' is used by more than one file: {}",
-                names.join(", ")
+                "workflow '{}': script name '{}' is used by more than one file: {}",
+                shown(name),
+                shown(base),
+                shown(&names.join(", "))
             ));
         }
     }
@@ -179,7 +183,8 @@ pub fn discover(loopx_dir: &Path) -> io::Result<Discovery> {
             Ok(w) => w,
             Err(err) => {
                 d.problems.push(format!(
-                    "cannot read workflow directory .loopx/{name}: {err}"
+                    "cannot read workflow directory .loopx/{}: {err}",
+                    shown(&name)
                 ));
                 continue;
             }
@@ -190,8 +195,9 @@ pub fn discover(loopx_dir: &Path) -> io::Result<Discovery> {
         }
         if !is_valid_name(&name) {
             d.problems.push(format!(
-                "workflow directory '{name}' has an invalid name \
-                 (workflow names match [a-zA-Z0-9_][a-zA-Z0-9_-]*)"
+                "workflow directory '{}' has an invalid name \
+                 (workflow names match [a-zA-Z0-9_][a-zA-Z0-9_-]*)",
+                shown(&name)
             ));
         }
         d.problems.append(&mut problems);

@@ -13,6 +13,7 @@ use crate::process::{self, Launch};
 use crate::runtime;
 use crate::signals::Signals;
 use crate::target;
+use crate::version_check;
 
 /// A resolved script: the workflow it belongs to and the script itself.
 #[derive(Clone, Copy)]
@@ -104,6 +105,24 @@ fn next<'d>(
     }
 }
 
+/// §3.2 "Cross-workflow version checking": each workflow's version
+/// declaration is checked once, on first entry during this run. The loop only
+/// consults this when an iteration changes workflow, so runs that stay in one
+/// workflow never touch it.
+#[derive(Default)]
+struct EnteredWorkflows<'d> {
+    seen: Vec<&'d str>,
+}
+
+impl<'d> EnteredWorkflows<'d> {
+    fn enter(&mut self, workflow: &'d Workflow) {
+        if !self.seen.contains(&workflow.name.as_str()) {
+            self.seen.push(&workflow.name);
+            version_check::warn_on_entry(&workflow.name, &workflow.dir);
+        }
+    }
+}
+
 /// `LOOPX_BIN`: the realpath of the running binary (§3.4).
 fn own_binary() -> Result<PathBuf, Error> {
     let exe = std::env::current_exe()
@@ -182,6 +201,9 @@ pub fn run(args: &RunArgs, observer: &mut dyn Observer) -> Result<(), Error> {
         // §7.1 step 4: validated, nothing runs, no version check.
         return Ok(());
     }
+    // §7.1 step 5: the starting workflow, before the first iteration.
+    let mut entered = EnteredWorkflows::default();
+    entered.enter(start.workflow);
 
     // §8.3: loopx's own variables override the env files, which override the
     // inherited environment (Command applies `envs` over the inherited set).
@@ -199,6 +221,10 @@ pub fn run(args: &RunArgs, observer: &mut dyn Observer) -> Result<(), Error> {
     } else {
         None
     };
+    // §6.3: the JS/TS runtime is decided when the first such script runs,
+    // then kept for the whole run.
+    let mut runtimes =
+        runtime::Runtimes::new(runtime::Settings::from_env(&env), project_root.clone());
     let mut current = start;
     let mut stdin: Option<String> = None;
     let mut iterations: u64 = 0;
@@ -212,7 +238,7 @@ pub fn run(args: &RunArgs, observer: &mut dyn Observer) -> Result<(), Error> {
             return Err(Error::Interrupted { signal });
         }
         let label = current.label();
-        let program = runtime::program_for(current.script, &label)?;
+        let program = runtimes.program_for(current.workflow, current.script, &label)?;
         env[workflow_slot].1 = OsString::from(&current.workflow.name);
         let stdout = process::run(
             &Launch {
@@ -222,6 +248,7 @@ pub fn run(args: &RunArgs, observer: &mut dyn Observer) -> Result<(), Error> {
                 args: &program.args,
                 cwd: &current.workflow.dir,
                 env: &env,
+                runtime_env: &program.env,
                 stdin: stdin.as_deref().map(str::as_bytes),
                 terminal: terminal.as_ref(),
             },
@@ -235,6 +262,11 @@ pub fn run(args: &RunArgs, observer: &mut dyn Observer) -> Result<(), Error> {
         if !observer.output(&out, last, &mut signals)? || last {
             return Ok(());
         }
+        let previous = current.workflow;
         (current, stdin) = next(&d, start, &current, out)?;
+        if !std::ptr::eq(previous, current.workflow) {
+            // §7.1 step 11e: after the goto target is resolved, before it runs.
+            entered.enter(current.workflow);
+        }
     }
 }

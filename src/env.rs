@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use crate::envfile;
-use crate::error::Error;
+use crate::error::{shown, Error};
 
 /// `$XDG_CONFIG_HOME/loopx/env`, defaulting to `~/.config/loopx/env` (§8.1).
 /// An empty XDG_CONFIG_HOME counts as unset, as the XDG spec says.
@@ -15,25 +15,65 @@ pub fn global_env_path() -> Result<PathBuf, Error> {
     if let Some(dir) = std::env::var_os("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(dir).join("loopx").join("env"));
     }
-    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        Some(home) => Ok(PathBuf::from(home)
-            .join(".config")
-            .join("loopx")
-            .join("env")),
+    match home_dir() {
+        Some(home) => Ok(home.join(".config").join("loopx").join("env")),
         None => Err(Error::io(
             "cannot locate the global env file",
             io::Error::new(
                 io::ErrorKind::NotFound,
-                "neither XDG_CONFIG_HOME nor HOME is set",
+                "neither XDG_CONFIG_HOME nor HOME is set, and the user has no home directory",
             ),
         )),
     }
 }
 
-/// Reads an env file's text. `Ok(None)` when it does not exist.
-fn read_text(path: &Path) -> Result<Option<String>, Error> {
+/// `~`: `$HOME`, else the user's entry in the password database, as Node's
+/// `os.homedir()` does (services and `env -i` often run without HOME).
+/// Shared by the global env file and the JS helper cache (runtime.rs).
+pub fn home_dir() -> Option<PathBuf> {
+    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        Some(home) => Some(PathBuf::from(home)),
+        None => passwd_home(),
+    }
+}
+
+fn passwd_home() -> Option<PathBuf> {
+    use std::ffi::{CStr, OsStr};
+    use std::os::unix::ffi::OsStrExt;
+
+    let mut buf: Vec<libc::c_char> = vec![0; 1024];
+    loop {
+        // SAFETY: all-zero is a valid `passwd` (null pointers, zero ids);
+        // getpwuid_r fills it with pointers into `buf`, which outlives them.
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: every pointer is valid for the length given.
+        let rc = unsafe {
+            libc::getpwuid_r(
+                libc::getuid(),
+                &mut pwd,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        if rc == libc::ERANGE && buf.len() < (1 << 20) {
+            buf.resize(buf.len() * 2, 0);
+            continue;
+        }
+        if rc != 0 || found.is_null() || pwd.pw_dir.is_null() {
+            return None;
+        }
+        // SAFETY: on success pw_dir is a NUL-terminated string inside `buf`.
+        let dir = unsafe { CStr::from_ptr(pwd.pw_dir) }.to_bytes();
+        return (!dir.is_empty()).then(|| PathBuf::from(OsStr::from_bytes(dir)));
+    }
+}
+
+/// Reads an env file's bytes. `Ok(None)` when it does not exist.
+fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, Error> {
     match fs::read(path) {
-        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Ok(bytes) => Ok(Some(bytes)),
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(err) => Err(Error::EnvFileUnreadable {
             path: path.to_path_buf(),
@@ -42,15 +82,21 @@ fn read_text(path: &Path) -> Result<Option<String>, Error> {
     }
 }
 
+/// Reads an env file's text (UTF-8, invalid bytes replaced, as Node reads
+/// it). `Ok(None)` when it does not exist.
+fn read_text(path: &Path) -> Result<Option<String>, Error> {
+    Ok(read_bytes(path)?.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
+}
+
 /// Parses an env file, warning on stderr about each ignored line (§8.1).
 fn parse_warning(path: &Path, text: &str) -> Vec<(String, String)> {
     let parsed = envfile::parse(text);
     for bad in &parsed.bad_lines {
         crate::warn(&format!(
             "{}:{}: ignoring line without a valid KEY=VALUE: {}",
-            path.display(),
+            shown(&path.to_string_lossy()),
             bad.line,
-            bad.text
+            shown(&bad.text)
         ));
     }
     parsed.vars
@@ -77,18 +123,37 @@ pub fn load_for_run(local: Option<&Path>) -> Result<Vec<(OsString, OsString)>, E
         .collect())
 }
 
-/// Replaces the global env file with `text` atomically (temp file + rename in
+/// Replaces the global env file with `bytes` atomically (temp file + rename in
 /// the same directory), so a crash never leaves it half-written.
-fn write_global(path: &Path, text: &str) -> Result<(), Error> {
+///
+/// The file typically holds API keys, so the rewrite keeps its permissions,
+/// and a new file is private to the user (0600). A symlinked file (dotfile
+/// managers link it) is written through to its target, not replaced.
+fn write_global(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+
+    let path = match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+        }
+        _ => path.to_path_buf(),
+    };
+    let mode = fs::metadata(&path).map_or(0o600, |m| m.permissions().mode() & 0o7777);
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)
         .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
     let tmp = dir.join(format!(".env.tmp.{}", std::process::id()));
     let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.set_permissions(fs::Permissions::from_mode(mode))?;
         f.sync_all()?;
-        fs::rename(&tmp, path)
+        fs::rename(&tmp, &path)
     })();
     result.map_err(|e| {
         let _ = fs::remove_file(&tmp);
@@ -98,24 +163,43 @@ fn write_global(path: &Path, text: &str) -> Result<(), Error> {
 
 /// The file with every assignment to `name` removed and, when `replacement`
 /// is given, that line in place of the first one (appended when there was
-/// none). Every other line stays as the user wrote it. Returns whether an
-/// assignment was found.
-fn rewrite(text: &str, name: &str, replacement: Option<&str>) -> (String, bool) {
-    let mut out = String::with_capacity(text.len());
+/// none). Works on bytes so every other line stays exactly as the user wrote
+/// it: its line ending, a leading BOM, even bytes that are not UTF-8.
+/// Returns whether an assignment was found.
+fn rewrite(bytes: &[u8], name: &str, replacement: Option<&str>) -> (Vec<u8>, bool) {
+    const BOM: &[u8] = "\u{feff}".as_bytes();
+    let mut out = Vec::with_capacity(bytes.len() + replacement.map_or(0, str::len));
+    let mut rest = bytes;
+    if let Some(body) = bytes.strip_prefix(BOM) {
+        out.extend_from_slice(BOM);
+        rest = body;
+    }
     let mut found = false;
-    for line in text.lines() {
-        if envfile::line_key(line) == Some(name) {
+    while !rest.is_empty() {
+        let end = rest
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(rest.len(), |i| i + 1);
+        let (line, next) = rest.split_at(end);
+        rest = next;
+        let content = line.strip_suffix(b"\n").unwrap_or(line);
+        if envfile::line_key(&String::from_utf8_lossy(content)) == Some(name) {
             if !found {
-                out.push_str(replacement.unwrap_or(""));
+                out.extend_from_slice(replacement.unwrap_or("").as_bytes());
             }
             found = true;
             continue;
         }
-        out.push_str(line);
-        out.push('\n');
+        out.extend_from_slice(line);
     }
     if !found {
-        out.push_str(replacement.unwrap_or(""));
+        if let Some(r) = replacement {
+            // A last line without a newline must not swallow the new one.
+            if !out.is_empty() && !out.ends_with(b"\n") && out != BOM {
+                out.push(b'\n');
+            }
+            out.extend_from_slice(r.as_bytes());
+        }
     }
     (out, found)
 }
@@ -133,20 +217,20 @@ pub fn set(name: &str, value: &str) -> Result<(), Error> {
         });
     }
     let path = global_env_path()?;
-    let existing = read_text(&path)?.unwrap_or_default();
-    let (text, _) = rewrite(&existing, name, Some(&envfile::assignment(name, value)));
-    write_global(&path, &text)
+    let existing = read_bytes(&path)?.unwrap_or_default();
+    let (bytes, _) = rewrite(&existing, name, Some(&envfile::assignment(name, value)));
+    write_global(&path, &bytes)
 }
 
 /// `loopx env remove <name>`: a missing variable is a silent no-op (§4.3).
 pub fn remove(name: &str) -> Result<(), Error> {
     let path = global_env_path()?;
-    let Some(existing) = read_text(&path)? else {
+    let Some(existing) = read_bytes(&path)? else {
         return Ok(());
     };
-    let (text, removed) = rewrite(&existing, name, None);
+    let (bytes, removed) = rewrite(&existing, name, None);
     if removed {
-        write_global(&path, &text)?;
+        write_global(&path, &bytes)?;
     }
     Ok(())
 }
@@ -172,25 +256,55 @@ pub fn list() -> Result<(), Error> {
 mod tests {
     use super::rewrite;
 
+    fn rw(text: &[u8], name: &str, replacement: Option<&str>) -> (Vec<u8>, bool) {
+        rewrite(text, name, replacement)
+    }
+
     #[test]
     fn set_replaces_in_place_and_drops_duplicates() {
-        let text = "# top\nA=1\nB=2\nA=3\n";
+        let text = b"# top\nA=1\nB=2\nA=3\n";
         assert_eq!(
-            rewrite(text, "A", Some("A=\"x\"\n")),
-            ("# top\nA=\"x\"\nB=2\n".to_string(), true)
+            rw(text, "A", Some("A=\"x\"\n")),
+            (b"# top\nA=\"x\"\nB=2\n".to_vec(), true)
         );
         assert_eq!(
-            rewrite(text, "C", Some("C=\"y\"\n")),
-            (format!("{text}C=\"y\"\n"), false)
+            rw(text, "C", Some("C=\"y\"\n")),
+            ([&text[..], b"C=\"y\"\n"].concat(), false)
         );
     }
 
     #[test]
     fn remove_keeps_every_other_line() {
         assert_eq!(
-            rewrite("A=1\n#c\nB=2\n", "A", None),
-            ("#c\nB=2\n".to_string(), true)
+            rw(b"A=1\n#c\nB=2\n", "A", None),
+            (b"#c\nB=2\n".to_vec(), true)
         );
-        assert_eq!(rewrite("B=2\n", "A", None), ("B=2\n".to_string(), false));
+        assert_eq!(rw(b"B=2\n", "A", None), (b"B=2\n".to_vec(), false));
+    }
+
+    #[test]
+    fn other_lines_keep_their_bytes_endings_and_bom() {
+        let text = b"\xef\xbb\xbfA=1\r\n# caf\xe9\r\nB=2";
+        assert_eq!(
+            rw(text, "A", Some("A=\"n\"\n")),
+            (b"\xef\xbb\xbfA=\"n\"\n# caf\xe9\r\nB=2".to_vec(), true)
+        );
+        // Appending after a last line without a newline starts a new line.
+        assert_eq!(
+            rw(text, "C", Some("C=\"c\"\n")),
+            ([&text[..], b"\nC=\"c\"\n"].concat(), false)
+        );
+        assert_eq!(
+            rw(b"\xef\xbb\xbf", "C", Some("C=\"c\"\n")),
+            (b"\xef\xbb\xbfC=\"c\"\n".to_vec(), false)
+        );
+        assert_eq!(
+            rw(b"", "C", Some("C=\"c\"\n")),
+            (b"C=\"c\"\n".to_vec(), false)
+        );
+        assert_eq!(
+            rw(text, "B", None),
+            (b"\xef\xbb\xbfA=1\r\n# caf\xe9\r\n".to_vec(), true)
+        );
     }
 }

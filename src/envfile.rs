@@ -1,5 +1,7 @@
 //! The `.env` grammar shared by the global env file and `-e` files (§8.1).
 
+use crate::js_compat::is_js_whitespace;
+
 /// Keys are `[A-Za-z_][A-Za-z0-9_]*` (§8.1, §4.3 `env set`).
 pub fn is_valid_key(s: &str) -> bool {
     let mut bytes = s.bytes();
@@ -34,7 +36,7 @@ enum Line<'a> {
 }
 
 fn parse_line(line: &str) -> Line<'_> {
-    let trimmed = line.trim_start();
+    let trimmed = line.trim_start_matches(is_js_whitespace);
     // A comment is a line starting with '#'; indentation before it is still a
     // comment rather than a malformed assignment.
     if trimmed.is_empty() || trimmed.starts_with('#') {
@@ -45,10 +47,12 @@ fn parse_line(line: &str) -> Line<'_> {
     let Some((key, value)) = line.split_once('=') else {
         return Line::Bad;
     };
-    if !is_valid_key(key) {
+    // An environment string cannot hold a NUL byte, so such a value could
+    // never reach a script: the line is reported like any unusable line.
+    if !is_valid_key(key) || value.contains('\0') {
         return Line::Bad;
     }
-    Line::Var(key, unquote(value.trim_end()))
+    Line::Var(key, unquote(value.trim_end_matches(is_js_whitespace)))
 }
 
 /// Strips one pair of matching outer quotes; nothing inside is interpreted.
@@ -61,7 +65,14 @@ fn unquote(v: &str) -> &str {
     }
 }
 
+/// Text of an env file without a leading UTF-8 byte order mark, which some
+/// editors write: it is an encoding marker, not part of the first key.
+pub fn strip_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
 pub fn parse(text: &str) -> Parsed {
+    let text = strip_bom(text);
     let mut out = Parsed::default();
     for (i, line) in text.lines().enumerate() {
         match parse_line(line) {
@@ -133,6 +144,63 @@ mod tests {
         assert_eq!(vars("A=\"\""), [kv("A", "")]);
         assert_eq!(vars("A=\"a\"b\""), [kv("A", "a\"b")]);
         assert_eq!(vars("A=\"  padded  \"  "), [kv("A", "  padded  ")]);
+    }
+
+    #[test]
+    fn trailing_whitespace_is_what_js_trim_end_strips() {
+        assert_eq!(
+            vars("A=x \u{a0}\u{3000}\u{feff}\u{2028}\u{b}\u{c}\t\r\nB=y\u{85}\nC=\"q\"\u{a0}"),
+            [kv("A", "x"), kv("B", "y\u{85}"), kv("C", "q")]
+        );
+        // Leading whitespace of a value is kept.
+        assert_eq!(vars("A=\u{a0}x"), [kv("A", "\u{a0}x")]);
+        // A line of JS whitespace only is blank.
+        assert_eq!(parse("\u{a0}\u{feff}\u{3000}\n"), Parsed::default());
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_not_part_of_the_first_key() {
+        assert_eq!(vars("\u{feff}A=1\nB=2"), [kv("A", "1"), kv("B", "2")]);
+        assert_eq!(
+            parse("A=1\n\u{feff}B=2").bad_lines,
+            [BadLine {
+                line: 2,
+                text: "\u{feff}B=2".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn crlf_line_endings() {
+        let p = parse("# c\r\nA=1\r\nB=\"two\"\r\n\r\nbad\r\n");
+        assert_eq!(p.vars, [kv("A", "1"), kv("B", "two")]);
+        assert_eq!(p.bad_lines.len(), 1);
+        assert_eq!(p.bad_lines[0].line, 5);
+    }
+
+    #[test]
+    fn export_prefix_and_spaces_around_equals_are_invalid_lines() {
+        let p = parse("export A=1\nB =2\nC= 3\n  D=4\nE\t=5");
+        assert_eq!(p.vars, [kv("C", " 3")]);
+        let lines: Vec<usize> = p.bad_lines.iter().map(|b| b.line).collect();
+        assert_eq!(lines, [1, 2, 4, 5]);
+    }
+
+    #[test]
+    fn a_value_with_a_nul_byte_is_an_invalid_line() {
+        let p = parse("A=x\0y\nB=1");
+        assert_eq!(p.vars, [kv("B", "1")]);
+        assert_eq!(p.bad_lines[0].line, 1);
+    }
+
+    #[test]
+    fn no_multiline_values() {
+        // The quote is unmatched on its line, so it is kept; the next line
+        // is a line of its own (here without '=', so invalid).
+        let p = parse("A=\"one\ntwo\"\nB=2");
+        assert_eq!(p.vars, [kv("A", "\"one"), kv("B", "2")]);
+        assert_eq!(p.bad_lines.len(), 1);
+        assert_eq!(p.bad_lines[0].text, "two\"");
     }
 
     #[test]

@@ -2,10 +2,12 @@
 //! see; `Display` renders the message and `exit_code` is the only place that
 //! maps errors onto exit codes (§12).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+use crate::install::archive::ExtractError;
 use crate::target::Invalid;
 
 #[derive(Debug)]
@@ -85,12 +87,81 @@ pub enum Error {
         program: String,
         err: io::Error,
     },
-    /// A JS/TS script reached in a build that cannot run one yet.
-    JsNotSupported {
+    /// `LOOPX_JS_RUNTIME` is neither empty, `node` nor `bun`.
+    BadJsRuntime {
+        value: String,
+    },
+    /// A JS/TS script with no `node` (nor `bun`) on PATH (§6.3).
+    NoNode {
         script: String,
     },
-    /// `loopx install`, until it is implemented.
-    InstallUnavailable,
+    /// An install source §10.1 does not accept; the message says why and
+    /// what is supported.
+    InstallSource {
+        message: String,
+    },
+    /// `git` or `curl` is not installed (or not on PATH).
+    ToolMissing {
+        tool: &'static str,
+        purpose: &'static str,
+    },
+    /// `git clone` failed; `detail` is the gist of git's stderr.
+    GitClone {
+        url: String,
+        detail: String,
+    },
+    /// The cloned repository has no files at all.
+    EmptyRepository {
+        url: String,
+    },
+    /// The tarball download failed: an HTTP status (`status`) or a transfer
+    /// error (`detail`, curl's own words).
+    Download {
+        url: String,
+        status: Option<u16>,
+        detail: String,
+    },
+    /// The downloaded tarball cannot be extracted (not gzip, corrupt, or an
+    /// entry refused as unsafe).
+    Archive {
+        url: String,
+        err: ExtractError,
+    },
+    /// §10.7 preflight: every failure across every selected workflow.
+    InstallPreflight {
+        failures: Vec<String>,
+    },
+    /// §10.7 step 3: writing a workflow into the staging directory failed.
+    InstallStaging {
+        workflow: String,
+        err: io::Error,
+    },
+    /// §10.7 step 4: a failure during commit, after `committed` were moved
+    /// into `.loopx/` and before `not_committed` were.
+    InstallCommit {
+        workflow: String,
+        err: io::Error,
+        committed: Vec<String>,
+        not_committed: Vec<String>,
+    },
+    /// `LOOPX_JS_RUNTIME=bun` with no `bun` to be found.
+    NoBun {
+        script: String,
+    },
+    /// A `.ts` script without tsx and without Node type stripping, or a
+    /// `.jsx`/`.tsx` script without tsx, on Node (§6.3).
+    NoTypeScriptRuntime {
+        script: String,
+        jsx: bool,
+    },
+    /// Neither XDG_CACHE_HOME nor HOME tells where the embedded helper
+    /// files go (standalone binary, §3.3).
+    NoCacheDir,
+    /// The embedded helper files could not be written.
+    HelperCache {
+        dir: PathBuf,
+        err: io::Error,
+    },
     /// Already reported through the API channel (api.rs); only the exit
     /// code remains.
     Reported {
@@ -154,7 +225,7 @@ fn list(names: &[String]) -> String {
 
 fn via(goto_from: &Option<String>) -> String {
     match goto_from {
-        Some(from) => format!(" (goto {from})"),
+        Some(from) => format!(" (goto {})", shown(from)),
         None => String::new(),
     }
 }
@@ -163,7 +234,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Usage { message, help } => {
-                write!(f, "{message}\nhint: see '{help}'")
+                write!(f, "{}\nhint: see '{help}'", shown(message))
             }
             Error::NoLoopxDir { root } => write!(
                 f,
@@ -180,14 +251,14 @@ impl fmt::Display for Error {
                 f.write_str("\nhint: fix or rename the entries above; `loopx run -h` lists what was found")
             }
             Error::InvalidTarget { target, why } => {
-                write!(f, "invalid target '{target}': {why}")?;
+                write!(f, "invalid target '{}': {why}", shown(target))?;
                 if matches!(why, Invalid::TrailingColon) {
                     f.write_str("\nhint: to run a workflow's index, write just the workflow name")?;
                 }
                 Ok(())
             }
             Error::InvalidGoto { goto, from, why } => {
-                write!(f, "invalid goto target '{goto}' from {from}: {why}")?;
+                write!(f, "invalid goto target '{}' from {from}: {why}", shown(goto))?;
                 if matches!(why, Invalid::TrailingColon) {
                     f.write_str("\nhint: to go to another workflow's index, write 'workflow:index'")?;
                 }
@@ -225,10 +296,14 @@ impl fmt::Display for Error {
                 available.first().map(String::as_str).unwrap_or("<script>")
             ),
             Error::EnvFileMissing { path } => {
-                write!(f, "env file not found: {}", path.display())
+                write!(f, "env file not found: {}", shown(&path.to_string_lossy()))
             }
             Error::EnvFileUnreadable { path, err } => {
-                write!(f, "cannot read env file {}: {err}", path.display())
+                write!(
+                    f,
+                    "cannot read env file {}: {err}",
+                    shown(&path.to_string_lossy())
+                )
             }
             Error::InvalidEnvName { name } => write!(
                 f,
@@ -251,14 +326,104 @@ impl fmt::Display for Error {
                 program,
                 err,
             } => write!(f, "cannot start script {script} ({program}): {err}"),
-            Error::JsNotSupported { script } => write!(
+            Error::BadJsRuntime { value } => write!(
                 f,
-                "cannot run {script}: JavaScript/TypeScript scripts are not supported by this \
-                 build of loopx yet; use a bash (.sh) script"
+                "LOOPX_JS_RUNTIME is '{value}'; it must be 'node', 'bun' or empty \
+                 (empty: Node, with tsx for TypeScript)"
             ),
-            Error::InstallUnavailable => f.write_str(
-                "`loopx install` is not available in this build yet\n\
-                 hint: copy or clone the workflow into .loopx/<name>/ by hand",
+            Error::NoNode { script } => write!(
+                f,
+                "cannot run {script}: no `node` found on PATH\n\
+                 hint: install Node.js >= 20.6, or install Bun and set LOOPX_JS_RUNTIME=bun"
+            ),
+            Error::NoBun { script } => write!(
+                f,
+                "cannot run {script}: LOOPX_JS_RUNTIME is 'bun' but no `bun` found on PATH\n\
+                 hint: install Bun (https://bun.sh) or unset LOOPX_JS_RUNTIME to use Node"
+            ),
+            Error::NoTypeScriptRuntime { script, jsx } => {
+                if *jsx {
+                    write!(
+                        f,
+                        "cannot run {script}: JSX needs tsx or Bun, and neither was found \
+                         (looked for the loopx package's tsx, node_modules/tsx in the workflow \
+                         and the project, and `tsx` on PATH)"
+                    )?;
+                } else {
+                    write!(
+                        f,
+                        "cannot run {script}: no TypeScript runtime found: no tsx (looked for \
+                         the loopx package's tsx, node_modules/tsx in the workflow and the \
+                         project, and `tsx` on PATH), and this Node cannot strip types itself \
+                         (Node >= 22.18 can)"
+                    )?;
+                }
+                f.write_str(
+                    "\nhint: install loopx with `npm install -g loopx` (it brings tsx), \
+                     or `npm install -D tsx` in the project, or install Bun and set \
+                     LOOPX_JS_RUNTIME=bun",
+                )
+            }
+            Error::NoCacheDir => f.write_str(
+                "cannot find a cache directory for loopx's script helpers: \
+                 neither XDG_CACHE_HOME nor HOME is set\n\
+                 hint: set XDG_CACHE_HOME to a writable directory",
+            ),
+            Error::HelperCache { dir, err } => write!(
+                f,
+                "cannot write loopx's script helpers to {}: {err}\n\
+                 hint: set XDG_CACHE_HOME to a writable directory",
+                dir.display()
+            ),
+            Error::InstallSource { message } => {
+                write!(f, "{message}\nhint: see 'loopx install --help'")
+            }
+            Error::ToolMissing { tool, purpose } => write!(
+                f,
+                "`{tool}` was not found on PATH; loopx install needs it {purpose}\n\
+                 hint: install {tool} and try again"
+            ),
+            Error::GitClone { url, detail } => {
+                write!(f, "git clone of {url} failed: {detail}")
+            }
+            Error::EmptyRepository { url } => write!(
+                f,
+                "the repository {url} is empty: it has no commits or no files, \
+                 so there is no workflow to install"
+            ),
+            Error::Download {
+                url,
+                status: Some(status),
+                ..
+            } => write!(f, "download of {url} failed: HTTP status {status}"),
+            Error::Download { url, detail, .. } => {
+                write!(f, "download of {url} failed: {detail}")
+            }
+            Error::Archive { url, err } => {
+                write!(f, "cannot extract the tarball from {url}: {err}")
+            }
+            Error::InstallPreflight { failures } => {
+                f.write_str("install refused, nothing was installed:")?;
+                for failure in failures {
+                    write!(f, "\n  - {failure}")?;
+                }
+                Ok(())
+            }
+            Error::InstallStaging { workflow, err } => write!(
+                f,
+                "cannot stage workflow '{workflow}': {err}; nothing was installed"
+            ),
+            Error::InstallCommit {
+                workflow,
+                err,
+                committed,
+                not_committed,
+            } => write!(
+                f,
+                "cannot move workflow '{workflow}' into .loopx/: {err}\n\
+                 committed: {}\nnot committed: {}",
+                list(committed),
+                list(not_committed)
             ),
             Error::StdoutClosed => f.write_str("stdout is closed"),
             Error::Reported { code } => write!(f, "failed with exit code {code}"),
@@ -268,6 +433,27 @@ impl fmt::Display for Error {
             Error::Io { context, err } => write!(f, "{context}: {err}"),
         }
     }
+}
+
+/// User- or script-supplied text as it appears inside a one-line message:
+/// control characters (a newline in a target, an escape sequence in a goto
+/// value) are written as escapes, so they can neither split the message
+/// (§12: one line naming the problem) nor drive the terminal.
+pub fn shown(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
 }
 
 pub fn signal_name(signal: i32) -> &'static str {
@@ -290,5 +476,44 @@ pub fn signal_name(signal: i32) -> &'static str {
         libc::SIGXCPU => "SIGXCPU",
         libc::SIGXFSZ => "SIGXFSZ",
         _ => "a signal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shown_escapes_control_characters_only() {
+        assert!(matches!(shown("plain é ☃ 'q'"), Cow::Borrowed(_)));
+        assert_eq!(shown("a\nb\r\tc"), "a\\nb\\r\\tc");
+        assert_eq!(
+            shown("\u{1b}[31mred\u{7f}\u{85}"),
+            "\\u{1b}[31mred\\u{7f}\\u{85}"
+        );
+    }
+
+    #[test]
+    fn usage_errors_render_on_one_line_plus_the_hint() {
+        let e = Error::usage("expected one target, got 2: a\nb c", "loopx run --help");
+        assert_eq!(
+            e.to_string(),
+            "expected one target, got 2: a\\nb c\nhint: see 'loopx run --help'"
+        );
+    }
+
+    #[test]
+    fn targets_and_gotos_with_control_characters_stay_on_one_line() {
+        let e = Error::InvalidTarget {
+            target: "a\nb".into(),
+            why: crate::target::Invalid::BadName("a\nb".into()),
+        };
+        assert_eq!(e.to_string().lines().count(), 1, "{e}");
+        let e = Error::InvalidGoto {
+            goto: "x\u{1b}]0;t\u{7}".into(),
+            from: "w:index".into(),
+            why: crate::target::Invalid::BadName("x\u{1b}]0;t\u{7}".into()),
+        };
+        assert!(!e.to_string().contains('\u{1b}'), "{e}");
     }
 }

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use crate::discovery;
+use crate::error::shown;
 
 pub const TOP: &str = "\
 loopx - loop scripts that drive agent CLIs
@@ -50,20 +51,36 @@ Installs the workflows of <source> into .loopx/ (created when missing).
 Sources:
   <org>/<repo>                   GitHub shorthand, cloned from
                                  https://github.com/<org>/<repo>.git
-  https://github.com/<o>/<r>     git repositories on github.com, gitlab.com,
-                                 bitbucket.org (also with .git)
-  <any URL ending in .git>       any other git repository
-  <URL of a .tar.gz or .tgz>     a tarball (query and fragment ignored)
+                                 (write the full URL for a .git name)
+  https://github.com/<o>/<r>     a repository on github.com, gitlab.com or
+                                 bitbucket.org (optionally .git or a
+                                 trailing /); other paths there are not git
+  <any URL ending in .git>       any other git repository (https, ssh, git,
+                                 file, or user@host:path.git)
+  <URL of a .tar.gz or .tgz>     a tarball over http(s) or file; the query
+                                 and fragment are ignored for the name
+Git sources are cloned with the system git (shallow, no prompts); tarballs
+are downloaded with the system curl (redirects followed) and extracted by
+loopx, refusing entries that would land outside the archive.
 
 A source with script files at its root is one workflow, named after the
-repository or archive; otherwise each top-level directory with scripts is a
-workflow of its own.
+repository or archive (all its files are installed). Otherwise each
+top-level directory with script files is a workflow of its own and only
+those directories are installed.
 
 Options:
   -w, --workflow <name>   Install only this workflow of a multi-workflow source
   -y                      Replace existing workflows of the same name and
-                          ignore loopx version requirements
+                          install despite a loopx version requirement
+                          the running loopx does not meet
   -h, --help              Show this help
+
+Nothing is installed unless every selected workflow passes: valid names,
+no two scripts sharing a name, no existing entry at .loopx/<name> (-y
+replaces only existing workflows, never other files or directories), and
+the workflow's package.json loopx range. All problems are listed at once.
+Each installed workflow is printed on stdout. Dependencies are not installed:
+run `npm install` in the workflow directory if it needs any.
 ";
 
 /// Run help (§11.2): usage, then the workflows found, with non-fatal
@@ -92,8 +109,16 @@ pub fn run_help(project_root: &Path) -> String {
     if found.workflows.is_empty() {
         out.push_str("  (none yet: add .loopx/<workflow>/index.sh)\n");
     }
-    let width = found.workflows.keys().map(|n| n.len()).max().unwrap_or(0);
+    let width = found
+        .workflows
+        .keys()
+        .map(|n| shown(n).chars().count())
+        .max()
+        .unwrap_or(0);
     for (name, wf) in &found.workflows {
+        // Invalid names are listed too (§5.3), with control characters
+        // escaped so one entry stays one line.
+        let name = shown(name);
         let scripts: Vec<String> = wf
             .scripts
             .keys()
@@ -101,7 +126,7 @@ pub fn run_help(project_root: &Path) -> String {
                 if s == "index" {
                     "index (default)".to_string()
                 } else {
-                    s.clone()
+                    shown(s).into_owned()
                 }
             })
             .collect();

@@ -1011,6 +1011,12 @@ pub(crate) mod tests {
         }
         assert_eq!(js("12345678901234567890"), "12345678901234567000");
         assert_eq!(js("1e400"), "Infinity");
+        assert_eq!(js("1E400"), "Infinity");
+        assert_eq!(js("-1E+400"), "-Infinity");
+        assert_eq!(js("1e-400"), "0");
+        assert_eq!(js("1e-7"), "1e-7");
+        assert_eq!(js("123e-20"), "1.23e-18");
+        assert_eq!(js("1e308"), "1e+308");
         assert_eq!(js("-0"), "0");
         assert_eq!(js("1e21"), "1e+21");
     }

@@ -10,19 +10,19 @@ mod env;
 mod envfile;
 mod error;
 mod help;
-// Install building blocks; the `install` command wires them up next.
-#[allow(dead_code)]
 mod install;
+mod js_assets;
+mod js_compat;
 mod json;
 mod names;
 mod output;
 mod package_json;
 mod process;
 mod runtime;
-#[allow(dead_code)]
 mod semver_range;
 mod signals;
 mod target;
+mod version_check;
 
 use std::io::{self, Write};
 
@@ -61,7 +61,7 @@ fn dispatch() -> Result<(), Error> {
         Command::Run(args) => engine::run(&args, &mut engine::Cli),
         Command::Api { protocol, args } => api::run(&protocol, &args),
         Command::InstallHelp => print_stdout(help::INSTALL),
-        Command::Install(_) => Err(Error::InstallUnavailable),
+        Command::Install(args) => install::install(&args),
     }
 }
 

@@ -17,6 +17,8 @@
 use semver::{BuildMetadata, Prerelease, Version};
 use std::cmp::Ordering;
 
+use crate::js_compat::is_js_whitespace;
+
 /// node-semver's limits: a version string longer than this is rejected, and
 /// its regexes cap the length of numbers and identifiers accordingly.
 const MAX_LENGTH: usize = 256;
@@ -800,26 +802,13 @@ fn ascii(s: &[u8]) -> &str {
     std::str::from_utf8(s).unwrap_or("")
 }
 
-/// JavaScript's `\s`, which npm collapses to single spaces before parsing.
-fn is_js_space(c: char) -> bool {
-    matches!(
-        c,
-        '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
-            ..='\u{200a}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202f}'
-                | '\u{205f}'
-                | '\u{3000}'
-                | '\u{feff}'
-    )
-}
-
+/// npm collapses runs of JavaScript whitespace (`\s`) to single spaces
+/// before it parses a range.
 fn collapse_whitespace(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut pending_space = false;
-    for c in s.trim_matches(is_js_space).chars() {
-        if is_js_space(c) {
+    for c in s.trim_matches(is_js_whitespace).chars() {
+        if is_js_whitespace(c) {
             pending_space = true;
         } else {
             if pending_space {

@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use crate::error::shown;
 use crate::names::is_valid_name;
 
 /// A syntactically valid target string.
@@ -39,15 +40,18 @@ impl fmt::Display for Invalid {
             Invalid::MultipleColons => f.write_str("':' may appear at most once"),
             Invalid::BadWorkflowName(n) => write!(
                 f,
-                "workflow name '{n}' is not allowed (names match [a-zA-Z0-9_][a-zA-Z0-9_-]*)"
+                "workflow name '{}' is not allowed (names match [a-zA-Z0-9_][a-zA-Z0-9_-]*)",
+                shown(n)
             ),
             Invalid::BadScriptName(n) => write!(
                 f,
-                "script name '{n}' is not allowed (names match [a-zA-Z0-9_][a-zA-Z0-9_-]*)"
+                "script name '{}' is not allowed (names match [a-zA-Z0-9_][a-zA-Z0-9_-]*)",
+                shown(n)
             ),
             Invalid::BadName(n) => write!(
                 f,
-                "'{n}' is not a valid name (names match [a-zA-Z0-9_][a-zA-Z0-9_-]*)"
+                "'{}' is not a valid name (names match [a-zA-Z0-9_][a-zA-Z0-9_-]*)",
+                shown(n)
             ),
         }
     }

@@ -760,3 +760,59 @@ fn env_commands_need_no_valid_loopx_dir() {
     break_discovery(&p);
     p.loopx(&["env", "list"]).run().success().stderr_is_empty();
 }
+
+// ------------------------------------------------- §12 one-line messages
+
+#[test]
+fn usage_error_stays_one_line_when_an_argument_holds_a_line_break() {
+    // §12: a one-line message naming the problem, then the hint; control
+    // characters from the command line are shown escaped.
+    let p = ralph();
+    p.loopx(&["run", "a\nb", "c"])
+        .run()
+        .usage_error("a\\nb c", RUN_HELP);
+    p.loopx(&["foo\nbar"])
+        .run()
+        .usage_error("'foo\\nbar'", TOP_HELP);
+    p.loopx(&["run", "-n", "1\n", "ralph"])
+        .run()
+        .usage_error("'1\\n'", RUN_HELP);
+    p.loopx(&["output", "--stop", "x\ty"])
+        .run()
+        .usage_error("x\\ty", TOP_HELP);
+    assert_eq!(log(&p), "");
+}
+
+#[test]
+fn invalid_target_with_control_characters_is_reported_on_one_line() {
+    let p = ralph();
+    let o = p.loopx(&["run", "ral\nph\u{1b}[2J"]).run();
+    o.failure()
+        .stdout_empty()
+        .stderr_has("'ral\\nph\\u{1b}[2J'");
+    assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);
+    assert_eq!(log(&p), "");
+}
+
+// ---------------------------------------------------- non-UTF-8 arguments
+
+#[test]
+fn output_decodes_non_utf8_arguments_with_replacement_characters() {
+    // Node decodes argv as UTF-8 with U+FFFD for invalid bytes; so does loopx.
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let p = Project::bare();
+    let mut r = p.loopx(&["output", "--result"]);
+    r.cmd.arg(OsStr::from_bytes(b"caf\xe9 \xff!"));
+    r.run()
+        .success()
+        .stderr_is_empty()
+        .stdout_is("{\"result\":\"caf\u{FFFD} \u{FFFD}!\"}\n");
+    // An encoded surrogate is three invalid bytes, not a lone surrogate for
+    // JSON.stringify to escape: Node shows three U+FFFD as well.
+    let mut r = p.loopx(&["output", "--goto"]);
+    r.cmd.arg(OsStr::from_bytes(b"\xed\xa0\x80"));
+    r.run()
+        .success()
+        .stdout_is("{\"goto\":\"\u{FFFD}\u{FFFD}\u{FFFD}\"}\n");
+}

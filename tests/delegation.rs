@@ -123,3 +123,29 @@ fn only_the_invocation_cwd_counts_not_its_ancestors() {
     run.cmd.current_dir(p.path("sub"));
     run.run().success().stderr_is_empty();
 }
+
+#[test]
+fn after_delegation_loopx_bin_is_the_realpath_of_the_local_binary() {
+    let p = Project::new();
+    p.file(
+        "package.json",
+        r#"{"devDependencies": {"loopx": "^0.1.0"}}"#,
+    );
+    // As npm lays it out: .bin/loopx -> ../loopx/bin/loopx -> the binary,
+    // both links relative.
+    let native = p.path("node_modules/loopx/native/loopx");
+    std::fs::create_dir_all(native.parent().expect("parent")).expect("mkdir");
+    std::fs::copy(loopx_bin(), &native).expect("copy binary");
+    p.symlink("../native/loopx", "node_modules/loopx/bin/loopx");
+    p.symlink("../loopx/bin/loopx", "node_modules/.bin/loopx");
+    p.script(
+        "wf",
+        "index.sh",
+        "printf '%s\\n%s' \"$LOOPX_BIN\" \"$LOOPX_DELEGATED\" > \"$LOOPX_PROJECT_ROOT/got\"\n\
+         $LOOPX_BIN output --stop\n",
+    );
+    p.loopx(&["run", "wf"]).run().success().stderr_is_empty();
+    let real = std::fs::canonicalize(&native).expect("realpath");
+    assert_ne!(real, std::fs::canonicalize(loopx_bin()).expect("realpath"));
+    assert_eq!(p.read("got"), format!("{}\n1", real.display()));
+}

@@ -332,8 +332,16 @@ fn invalid_names_are_warnings_for_run_help() {
         .script("broken", "-x.sh", "")
         .script("broken", "bad name.sh", "");
     let o = help_warns(&p, &["my.workflow", "-x.sh", "bad name.sh", "'broken'"]);
-    // The valid workflow is still listed.
-    assert!(listed_workflows(&o.stdout).contains(&"good".to_string()));
+    // §5.3: the invalid entries are listed too, next to the valid workflow.
+    assert_eq!(
+        listed_workflows(&o.stdout),
+        ["broken", "good", "my.workflow"]
+    );
+    let broken = help_line(&p, "broken");
+    assert!(
+        broken.contains("-x") && broken.contains("bad name"),
+        "{broken:?}"
+    );
 }
 
 #[test]
@@ -629,40 +637,6 @@ fn invalid_target_is_rejected_even_with_n_zero() {
         .stderr_has("'a:b:c'");
 }
 
-// ---------------------------------------------------------------- JS/TS (temporary)
-
-#[test]
-fn js_script_reports_not_yet_supported() {
-    // Discovered like any script, but this build cannot run JS/TS yet.
-    for file in ["index.ts", "index.js", "index.tsx", "index.jsx"] {
-        let p = Project::new();
-        p.script("pipe", file, "");
-        let o = p.loopx(&["run", "pipe"]).run();
-        o.failure().stdout_empty().stderr_has("pipe:index");
-        assert!(o.stderr.contains("not supported"), "{file}: {}", o.stderr);
-        // -n 0 resolves the target without running it.
-        p.loopx(&["run", "-n", "0", "pipe"])
-            .run()
-            .success()
-            .stderr_is_empty();
-    }
-}
-
-#[test]
-fn js_script_reached_by_goto_reports_not_yet_supported() {
-    let p = Project::new();
-    p.script(
-        "w",
-        "index.sh",
-        &logging_script("w:index", r#"{"goto":"tool"}"#),
-    )
-    .script("w", "tool.js", "");
-    let o = p.loopx(&["run", "w"]).run();
-    o.failure().stdout_empty().stderr_has("w:tool");
-    assert!(o.stderr.contains("not supported"), "{}", o.stderr);
-    assert_eq!(log(&p), "w:index\n");
-}
-
 #[test]
 fn non_utf8_script_name_is_invalid() {
     use std::os::unix::ffi::OsStrExt;
@@ -672,6 +646,19 @@ fn non_utf8_script_name_is_invalid() {
     std::fs::write(p.path(".loopx/w").join(name), "").expect("write");
     refused(&p, "good", &["'w'", "caf\u{fffd}.sh"]);
     help_warns(&p, &["'w'", "caf\u{fffd}.sh"]);
+}
+
+#[test]
+fn non_utf8_workflow_name_is_invalid() {
+    use std::os::unix::ffi::OsStrExt;
+    let p = good();
+    let dir = p
+        .path(".loopx")
+        .join(std::ffi::OsStr::from_bytes(b"fl\xf6w"));
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::write(dir.join("index.sh"), "").expect("write");
+    refused(&p, "good", &["'fl\u{fffd}w'"]);
+    help_warns(&p, &["'fl\u{fffd}w'"]);
 }
 
 #[test]
@@ -694,4 +681,62 @@ fn validation_errors_win_over_a_missing_env_file() {
     let o = p.loopx(&["run", "-e", "missing.env", "good"]).run();
     o.failure().stdout_empty().stderr_has("check.ts");
     o.stderr_lacks("missing.env");
+}
+
+#[test]
+fn non_utf8_target_is_an_invalid_target() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let p = good();
+    let mut r = p.loopx(&["run"]);
+    r.cmd.arg(OsStr::from_bytes(b"go\xffod"));
+    let o = r.run();
+    o.failure()
+        .stdout_empty()
+        .stderr_has("invalid target 'go\u{fffd}od'")
+        .stderr_lacks("hint: see '");
+    assert_eq!(log(&p), "");
+}
+
+#[test]
+fn broken_symlinks_are_neither_scripts_nor_workflows() {
+    // §5.1 follows symlinks; one that leads nowhere is no file and no
+    // directory, so it is ignored like any other non-script entry.
+    let p = good();
+    p.symlink("../../nowhere.sh", ".loopx/good/dangling.sh")
+        .symlink("../nowhere", ".loopx/ghost");
+    refused(&p, "good:dangling", &["'dangling'"]);
+    refused(&p, "ghost", &["'ghost'"]);
+    p.loopx(&["run", "good"]).run().success().stderr_is_empty();
+    assert_eq!(log(&p), "good\n");
+    let o = p.loopx(&["run", "-h"]).run();
+    o.success().stderr_is_empty();
+    assert_eq!(listed_workflows(&o.stdout), ["good"]);
+}
+
+#[test]
+fn package_json_main_field_does_not_change_the_entry_point() {
+    // §2.1: the entry point is always `index`; a `main` field is ignored,
+    // and a package.json is not a script.
+    let p = Project::new();
+    p.script("w", "index.sh", &logging_script("w:index", STOP))
+        .script("w", "other.sh", &logging_script("w:other", STOP))
+        .file(
+            ".loopx/w/package.json",
+            r#"{"name":"w","main":"other.sh","type":"module"}"#,
+        );
+    refused(&p, "w:package", &["'package'"]);
+    p.loopx(&["run", "w"]).run().success().stderr_is_empty();
+    assert_eq!(log(&p), "w:index\n");
+}
+
+#[test]
+fn run_help_lists_a_name_with_a_line_break_escaped_on_one_line() {
+    // §5.3 / §11.2: listed with a warning; the listing stays one line per
+    // workflow.
+    let p = good();
+    p.script("bad\nname", "x.sh", "");
+    let o = help_warns(&p, &["'bad\\nname'"]);
+    assert_eq!(listed_workflows(&o.stdout), ["bad\\nname", "good"]);
+    refused(&p, "good", &["'bad\\nname'"]);
 }

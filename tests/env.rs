@@ -689,3 +689,198 @@ fn env_list_is_empty_when_nothing_is_set() {
     p.loopx(&["env", "remove", "K"]).run().success();
     p.loopx(&["env", "list"]).run().success().stdout_empty();
 }
+
+#[test]
+fn global_env_file_home_comes_from_the_password_database_without_home() {
+    // §8.1 `~/.config`: with neither XDG_CONFIG_HOME nor HOME set, `~` is the
+    // user's home directory from the password database (as Node's
+    // os.homedir()), not an error.
+    let p = dump_project(&["V"]);
+    let seen = run_dump(&p, &["-n", "1"], |r| {
+        r.env_remove("HOME")
+            .env_remove("XDG_CONFIG_HOME")
+            .env("V", "sys")
+    });
+    assert_eq!(seen, ["V=[sys]"]);
+}
+
+#[test]
+fn env_file_crlf_line_endings_are_read_like_lf() {
+    let p = dump_project(&["A", "B", "C"]);
+    p.global_env("# windows\r\nA=1\r\nB=\"two words\"\r\n\r\nC='3'\r\n");
+    let out = p.loopx(&["run", "ralph"]).run();
+    out.success().stderr_empty();
+    assert_eq!(dumped(&p), ["A=[1]", "B=[two words]", "C=[3]"]);
+}
+
+#[test]
+fn env_file_leading_byte_order_mark_is_ignored() {
+    let p = dump_project(&["FIRST", "SECOND"]);
+    p.global_env("\u{feff}FIRST=1\nSECOND=2\n")
+        .file("local.env", "\u{feff}SECOND=local\n");
+    let out = p.loopx(&["run", "-e", "local.env", "ralph"]).run();
+    out.success().stderr_empty();
+    assert_eq!(dumped(&p), ["FIRST=[1]", "SECOND=[local]"]);
+    // env set/remove find the first variable too.
+    p.loopx(&["env", "remove", "FIRST"]).run().success();
+    p.loopx(&["env", "list"])
+        .run()
+        .success()
+        .stdout_is("SECOND=2\n");
+}
+
+#[test]
+fn env_file_export_prefix_and_indented_keys_are_invalid_lines() {
+    // §8.1: the key is everything before the first '=', so these keys are
+    // not [A-Za-z_][A-Za-z0-9_]*.
+    let p = dump_project(&["A", "B", "C"]);
+    p.global_env("export A=1\n  B=2\nC\t=3\n");
+    let out = p.loopx(&["run", "ralph"]).run();
+    out.success();
+    assert_eq!(dumped(&p), ["A unset", "B unset", "C unset"]);
+    assert_eq!(out.stderr.lines().count(), 3, "{}", out.stderr);
+    out.stderr_has("export A=1").stderr_has("C\\t=3");
+}
+
+#[test]
+fn env_file_values_are_trimmed_of_unicode_trailing_whitespace() {
+    // "Trimmed of trailing whitespace" as JS trimEnd: NBSP, ideographic
+    // space and U+FEFF go, NEL (U+0085, not JS whitespace) stays, and so
+    // does leading whitespace.
+    let p = dump_project(&["A", "B", "C"]);
+    p.global_env("A=x\u{a0}\u{3000}\u{feff} \nB=\u{a0}y\nC=z\u{85}\n");
+    assert_eq!(seen(&p), ["A=[x]", "B=[\u{a0}y]", "C=[z\u{85}]"]);
+}
+
+#[test]
+fn env_command_usage_errors() {
+    // §4.3 grammar: set <name> <value>, remove <name>, list. Each mistake is
+    // a usage error (exit 1, one line and a hint) and leaves the file alone.
+    let p = Project::bare();
+    p.global_env("KEEP=1\n");
+    for (args, needle) in [
+        (&["env"][..], "env command"),
+        (&["env", "frob"], "'frob'"),
+        (&["env", "set"], "no arguments"),
+        (&["env", "set", "K"], "got 1 argument"),
+        (&["env", "set", "K", "v", "extra"], "got 3 arguments"),
+        (&["env", "remove"], "no arguments"),
+        (&["env", "remove", "A", "B"], "got 2 arguments"),
+        (&["env", "list", "extra"], "'extra'"),
+    ] {
+        p.loopx(args).run().usage_error(needle, "loopx --help");
+    }
+    assert_eq!(global_text(&p), "KEEP=1\n");
+}
+
+#[test]
+fn local_env_file_path_may_be_non_utf8() {
+    // -e takes a path, not text: its bytes reach the file system unchanged.
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let p = dump_project(&["L"]);
+    let name = OsStr::from_bytes(b"loc\xe9.env");
+    fs::write(p.root().join(name), "L=latin1 name\n").expect("write");
+    let _ = fs::remove_file(p.path("vars"));
+    let mut r = p.loopx(&["run", "ralph", "-e"]);
+    r.cmd.arg(name);
+    r.run().success().stdout_empty().stderr_empty();
+    assert_eq!(dumped(&p), ["L=[latin1 name]"]);
+}
+
+#[test]
+fn env_file_line_with_a_nul_byte_is_warned_and_skipped() {
+    // No environment variable can hold NUL: the line is unusable, so it is
+    // reported and skipped like an invalid line instead of failing the
+    // script's start.
+    let p = dump_project(&["A", "B"]);
+    p.file("local.env", "A=x\0y\nB=1\n");
+    let out = p.loopx(&["run", "-e", "local.env", "ralph"]).run();
+    out.success()
+        .stdout_empty()
+        .stderr_has("local.env:1")
+        .stderr_has("x\\u{0}y");
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert_eq!(dumped(&p), ["A unset", "B=[1]"]);
+}
+
+#[test]
+fn env_set_and_remove_leave_other_lines_byte_for_byte() {
+    // Line endings, a BOM and non-UTF-8 bytes in lines loopx does not touch
+    // stay as the user wrote them.
+    let p = Project::bare();
+    let path = p.global_env_path();
+    fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    let original: &[u8] = b"\xef\xbb\xbf# caf\xe9\r\nA=1\r\nB=2";
+    fs::write(&path, original).expect("write");
+    p.loopx(&["env", "set", "C", "3"])
+        .run()
+        .success()
+        .stderr_empty();
+    assert_eq!(
+        fs::read(&path).expect("read"),
+        [original, b"\nC=\"3\"\n"].concat()
+    );
+    p.loopx(&["env", "set", "A", "one"]).run().success();
+    p.loopx(&["env", "remove", "C"]).run().success();
+    assert_eq!(
+        fs::read(&path).expect("read"),
+        b"\xef\xbb\xbf# caf\xe9\r\nA=\"one\"\nB=2\n".to_vec()
+    );
+    p.loopx(&["env", "list"])
+        .run()
+        .success()
+        .stdout_is("A=one\nB=2\n");
+}
+
+#[test]
+fn env_set_keeps_the_files_permissions_and_creates_a_private_one() {
+    let mode = |p: &Project| {
+        fs::metadata(p.global_env_path())
+            .expect("stat")
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    // A new file may hold API keys: readable by the user only.
+    let p = Project::bare();
+    p.loopx(&["env", "set", "K", "v"]).run().success();
+    assert_eq!(mode(&p), 0o600);
+    // An existing file keeps the mode its owner chose.
+    for m in [0o600, 0o640, 0o644] {
+        let p = Project::bare();
+        p.global_env("A=1\n");
+        fs::set_permissions(p.global_env_path(), fs::Permissions::from_mode(m)).expect("chmod");
+        p.loopx(&["env", "set", "K", "v"]).run().success();
+        assert_eq!(mode(&p), m);
+        p.loopx(&["env", "remove", "A"]).run().success();
+        assert_eq!(mode(&p), m);
+    }
+}
+
+#[test]
+fn env_set_writes_through_a_symlinked_env_file() {
+    let p = Project::bare();
+    let dotfiles = TempDir::new("dotfiles");
+    let target = dotfiles.path().join("loopx.env");
+    fs::write(&target, "A=1\n").expect("write");
+    let link = p.global_env_path();
+    fs::create_dir_all(link.parent().expect("parent")).expect("mkdir");
+    std::os::unix::fs::symlink(&target, &link).expect("symlink");
+    p.loopx(&["env", "set", "B", "2"])
+        .run()
+        .success()
+        .stderr_empty();
+    assert!(
+        fs::symlink_metadata(&link)
+            .expect("lstat")
+            .file_type()
+            .is_symlink(),
+        "the link is kept"
+    );
+    assert_eq!(fs::read_to_string(&target).expect("read"), "A=1\nB=\"2\"\n");
+    p.loopx(&["env", "list"])
+        .run()
+        .success()
+        .stdout_is("A=1\nB=2\n");
+}

@@ -956,3 +956,68 @@ fn each_script_runs_in_its_own_process_group() {
     }
     assert_ne!(pids[0], pids[1], "one group per script execution");
 }
+
+// ------------------------------------------------------------ the demo
+
+#[test]
+fn bundled_demo_workflow_shows_goto_piping_and_stop() {
+    // README set-up command: `loopx run demo` from a fresh clone. It must
+    // stop by itself, log its steps on stderr and print nothing on stdout.
+    let p = Project::new();
+    let repo_demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".loopx/demo");
+    p.dir(".loopx/demo");
+    for entry in fs::read_dir(&repo_demo).expect("read .loopx/demo") {
+        let entry = entry.expect("entry");
+        fs::copy(entry.path(), p.path(".loopx/demo").join(entry.file_name()))
+            .expect("copy demo script");
+    }
+    let o = p
+        .loopx(&["run", "demo"])
+        .timeout(std::time::Duration::from_secs(30))
+        .run();
+    o.success().stdout_empty();
+    assert_eq!(
+        o.stderr,
+        "[demo:index] starting a countdown from 3\n\
+         [demo:countdown] got 3 on stdin\n\
+         [demo:countdown] got 2 on stdin\n\
+         [demo:countdown] got 1 on stdin\n\
+         [demo:finish] liftoff! stopping the loop\n"
+    );
+}
+
+#[test]
+fn deeply_nested_result_is_coerced_without_crashing() {
+    // JSON.parse accepts any depth; String([[[...]]]) is "". 200k levels
+    // would overflow a recursive parser's stack.
+    let depth = 200_000;
+    let p = Project::new();
+    p.script(
+        "ralph",
+        "index.sh",
+        &format!(
+            "printf '{{\"goto\":\"b\",\"result\":'\nhead -c {depth} /dev/zero | tr '\\0' '['\n\
+             head -c {depth} /dev/zero | tr '\\0' ']'\nprintf '}}'\n"
+        ),
+    )
+    .script("ralph", "b.sh", &step("b", r#"{"stop":true}"#));
+    p.loopx(&["run", "ralph"]).run().success().stdout_empty();
+    assert_eq!(log(&p), ["b<>"]);
+
+    // Unclosed, it is not JSON: a raw result, so no goto and a reset.
+    let p = Project::new();
+    p.script(
+        "ralph",
+        "index.sh",
+        &format!(
+            "echo index >> \"$LOOPX_PROJECT_ROOT/log\"\n\
+             printf '{{\"goto\":\"b\",\"result\":'\nhead -c {depth} /dev/zero | tr '\\0' '['\n"
+        ),
+    )
+    .script("ralph", "b.sh", &step("b", ""));
+    p.loopx(&["run", "-n", "2", "ralph"])
+        .run()
+        .success()
+        .stdout_empty();
+    assert_eq!(log(&p), ["index", "index"]);
+}

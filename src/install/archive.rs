@@ -275,7 +275,7 @@ fn write_file(
 /// A symlink at `rel` (relative to the destination) may point to `target`
 /// only if it is relative, its leading `..`s stay inside the destination, and
 /// no `..` follows a name.
-fn check_symlink_target(rel: &Path, target: &Path) -> Result<(), &'static str> {
+pub fn check_symlink_target(rel: &Path, target: &Path) -> Result<(), &'static str> {
     if target.as_os_str().is_empty() {
         return Err("the symlink has an empty target");
     }

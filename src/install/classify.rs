@@ -5,12 +5,13 @@
 //! script extension is a script, a symlink to a directory is a directory, and
 //! names come from the link, not its target. A broken symlink is neither.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use crate::names::{is_valid_name, split_script_name};
+use crate::discovery::{scan_workflow, script_files};
+use crate::install::archive::check_symlink_target;
+use crate::names::is_valid_name;
 
 /// What a source root holds (§10.3).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,83 +68,55 @@ pub fn is_workflow_dir(path: &Path) -> bool {
 
 /// Every §10.4 problem of the workflow in `dir`, to be installed as `name`:
 /// an invalid workflow name, invalid script names, and script names shared by
-/// several files. A missing `index` script is allowed. Empty means valid.
+/// several files (the same checks and wording as discovery, §5.2, §5.3). A
+/// missing `index` script is allowed. Empty means valid.
 pub fn validate_workflow(dir: &Path, name: &str) -> Vec<String> {
     let mut problems = Vec::new();
     if !is_valid_name(name) {
         problems.push(format!(
-            "invalid workflow name {name:?}: names must match [a-zA-Z0-9_][a-zA-Z0-9_-]*"
+            "invalid workflow name '{name}' (workflow names match [a-zA-Z0-9_][a-zA-Z0-9_-]*)"
         ));
     }
-    let files = match script_files(dir) {
-        Ok(files) => files,
-        Err(e) => {
-            problems.push(format!("cannot read {}: {e}", dir.display()));
-            return problems;
-        }
-    };
-    let mut by_name: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for script in &files {
-        if !is_valid_name(&script.name) {
-            problems.push(format!(
-                "invalid script name {:?} ({}): names must match [a-zA-Z0-9_][a-zA-Z0-9_-]*",
-                script.name, script.file
-            ));
-        }
-        by_name.entry(&script.name).or_default().push(&script.file);
-    }
-    for (script, files) in by_name {
-        if files.len() > 1 {
-            problems.push(format!(
-                "script name {script:?} is used by more than one file: {}",
-                files.join(", ")
-            ));
-        }
+    if let Err(e) = scan_workflow(name, dir, &mut problems) {
+        problems.push(format!("cannot read {}: {e}", dir.display()));
     }
     problems
 }
 
-struct ScriptFile {
-    /// The file name as listed (lossy if not UTF-8, which makes the name invalid).
-    file: String,
-    /// The script name: the file name without its extension.
-    name: String,
-}
-
-/// The top-level script files of `dir`, sorted by file name.
-fn script_files(dir: &Path) -> io::Result<Vec<ScriptFile>> {
-    let mut scripts = Vec::new();
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        let file = entry.file_name().to_string_lossy().into_owned();
-        let Some((name, _)) = split_script_name(&file) else {
-            continue;
-        };
-        if fs::metadata(entry.path()).is_ok_and(|m| m.is_file()) {
-            scripts.push(ScriptFile {
-                name: name.to_string(),
-                file,
-            });
+/// The symlinks under `dir` that could lead outside it once installed, as
+/// (path relative to `dir`, link target). A workflow must be
+/// self-contained (§10.3): its links may only point within its own tree, by
+/// the same rule archive extraction applies (relative, leading `..`s that
+/// stay inside, no `..` after a name). Symlinks are not followed, so the walk
+/// visits each directory once.
+pub fn escaping_symlinks(dir: &Path) -> io::Result<Vec<(PathBuf, PathBuf)>> {
+    let mut found = Vec::new();
+    let mut pending = vec![PathBuf::new()];
+    while let Some(rel) = pending.pop() {
+        let mut entries: Vec<_> = fs::read_dir(dir.join(&rel))?.collect::<Result<_, _>>()?;
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let child = rel.join(entry.file_name());
+            let kind = entry.file_type()?;
+            if kind.is_dir() {
+                pending.push(child);
+            } else if kind.is_symlink() {
+                let target = fs::read_link(entry.path())?;
+                if check_symlink_target(&child, &target).is_err() {
+                    found.push((child, target));
+                }
+            }
         }
     }
-    scripts.sort_by(|a, b| a.file.cmp(&b.file));
-    Ok(scripts)
+    found.sort();
+    Ok(found)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::install::testutil::TempDir;
+    use crate::install::testutil::{tree, TempDir};
     use std::os::unix::fs::symlink;
-
-    /// Creates files (and their parent directories) under `root`.
-    fn tree(root: &Path, files: &[&str]) {
-        for file in files {
-            let path = root.join(file);
-            fs::create_dir_all(path.parent().unwrap()).unwrap();
-            fs::write(path, b"x").unwrap();
-        }
-    }
 
     fn multi(names: &[&str]) -> Layout {
         Layout::Multi(names.iter().map(|s| s.to_string()).collect())
@@ -275,20 +248,19 @@ mod tests {
         );
         let problems = validate_workflow(tmp.path(), "bad:name");
         assert_eq!(problems.len(), 5, "{problems:#?}");
-        assert!(problems[0].contains("invalid workflow name \"bad:name\""));
+        assert!(problems[0].contains("invalid workflow name 'bad:name'"));
         let invalid: Vec<_> = problems
             .iter()
-            .filter(|p| p.starts_with("invalid script name"))
+            .filter(|p| p.contains("has an invalid name"))
             .collect();
         assert_eq!(invalid.len(), 3, "{problems:#?}");
-        assert!(invalid
-            .iter()
-            .any(|p| p.contains("\"my script\" (my script.sh)")));
-        assert!(invalid.iter().any(|p| p.contains("\"a.b\" (a.b.js)")));
-        assert!(invalid.iter().any(|p| p.contains("\"-dash\"")));
+        assert!(invalid.iter().any(|p| p.contains("'my script.sh'")));
+        assert!(invalid.iter().any(|p| p.contains("'a.b.js'")));
+        assert!(invalid.iter().any(|p| p.contains("'-dash.sh'")));
         assert_eq!(
             problems.last().unwrap(),
-            "script name \"check\" is used by more than one file: check.sh, check.ts, check.tsx"
+            "workflow 'bad:name': script name 'check' is used by more than one file: \
+             check.sh, check.ts, check.tsx"
         );
     }
 
@@ -304,8 +276,27 @@ mod tests {
         let problems = validate_workflow(&tmp.path().join("flow"), "flow");
         assert_eq!(
             problems,
-            ["script name \"check\" is used by more than one file: check.sh, check.ts"]
+            [
+                "workflow 'flow': script name 'check' is used by more than one file: \
+              check.sh, check.ts"
+            ]
         );
+    }
+
+    #[test]
+    fn symlinks_must_stay_inside_the_workflow() {
+        let tmp = TempDir::new("escaping-links");
+        let flow = tmp.path().join("flow");
+        tree(&flow, &["index.sh", "lib/helper.sh", "lib/deep/x.md"]);
+        symlink("lib/helper.sh", flow.join("ok.sh")).unwrap();
+        symlink("../helper.sh", flow.join("lib/deep/up")).unwrap();
+        symlink("../shared/run.sh", flow.join("run.sh")).unwrap();
+        symlink("/etc/passwd", flow.join("lib/abs")).unwrap();
+        symlink("deep/../../../x", flow.join("lib/mid")).unwrap();
+        let found = escaping_symlinks(&flow).unwrap();
+        let paths: Vec<_> = found.iter().map(|(p, _)| p.to_str().unwrap()).collect();
+        assert_eq!(paths, ["lib/abs", "lib/mid", "run.sh"]);
+        assert_eq!(found[2].1, Path::new("../shared/run.sh"));
     }
 
     #[test]

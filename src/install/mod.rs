@@ -1,9 +1,93 @@
-//! Building blocks of `loopx install` (§10): source detection, safe archive
-//! extraction, and workflow classification and validation.
+//! `loopx install` (§10): classify the source, fetch it into a private
+//! temporary directory, run every preflight check, then stage and commit
+//! into `.loopx/`. Each step lives in its own module:
+//! - `source`: §10.1 source detection and the names derived from it;
+//! - `fetch`: `git clone` / `curl` + `archive` (safe in-process extraction);
+//! - `classify`: §10.3 layout, §10.4 validation, self-containment;
+//! - `plan`: §10.5–§10.8 preflight, one aggregated error;
+//! - `commit`: §10.7 stage-then-commit, §10.9 cleanup;
+//! - `scratch`: the temporary directories, removed on every exit path.
+//!
+//! The summary of what was installed goes to stdout (it is the command's
+//! result); warnings and errors go to stderr.
 
 pub mod archive;
 pub mod classify;
+pub mod commit;
+pub mod fetch;
+pub mod plan;
+pub mod scratch;
 pub mod source;
+
+use std::io::Write;
+
+use crate::cli::InstallArgs;
+use crate::discovery;
+use crate::error::Error;
+use crate::signals::Signals;
+use scratch::Scratch;
+use source::Source;
+
+/// `loopx install [-w <name>] [-y] <source>` in the project root (the cwd).
+pub fn install(args: &InstallArgs) -> Result<(), Error> {
+    let source =
+        source::classify(&args.source).map_err(|message| Error::InstallSource { message })?;
+    let project_root = std::env::current_dir()
+        .map_err(|e| Error::io("cannot determine the current directory", e))?;
+    // Ctrl-C during a fetch must still clean up: the handlers only record
+    // the signal, checked between steps (the tools themselves get the
+    // terminal's SIGINT and stop).
+    let mut signals =
+        Signals::install().map_err(|e| Error::io("cannot install signal handlers", e))?;
+    let mut check_interrupt = || {
+        signals.drain();
+        match signals.interrupted() {
+            Some(signal) => Err(Error::Interrupted { signal }),
+            None => Ok(()),
+        }
+    };
+
+    let work = Scratch::create(&std::env::temp_dir(), "loopx-install-")
+        .map_err(|e| Error::io("cannot create a temporary directory", e))?;
+    let fetched = fetch::fetch(&source, work.path());
+    // A Ctrl-C also stops git or curl; report the interrupt, not their failure.
+    check_interrupt()?;
+    let root = fetched?;
+
+    let single_name = match &source {
+        Source::Git { repo_name, .. } => repo_name,
+        Source::Tarball { archive_name, .. } => archive_name,
+    };
+    let loopx_dir = discovery::loopx_dir(&project_root);
+    let planned = plan::preflight(
+        &root,
+        &plan::Request {
+            single_name,
+            only: args.workflow.as_deref(),
+            yes: args.yes,
+        },
+        &loopx_dir,
+    )?;
+    check_interrupt()?;
+
+    commit::write(&planned, &loopx_dir, &mut check_interrupt)?;
+    print_summary(&planned);
+    Ok(())
+}
+
+/// One line per installed workflow. The install has happened, so a closed
+/// stdout is no reason to report failure.
+fn print_summary(planned: &[plan::Planned]) {
+    let mut text = String::new();
+    for w in planned {
+        let replaced = if w.replace { " (replaced)" } else { "" };
+        text.push_str(&format!(
+            "installed workflow '{name}' into .loopx/{name}{replaced}\n",
+            name = w.name
+        ));
+    }
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
 
 #[cfg(test)]
 pub(crate) mod testutil {
@@ -28,6 +112,15 @@ pub(crate) mod testutil {
 
         pub fn path(&self) -> &Path {
             &self.0
+        }
+    }
+
+    /// Creates files holding `x` (and their parent directories) under `root`.
+    pub fn tree(root: &Path, files: &[&str]) {
+        for file in files {
+            let path = root.join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, b"x").unwrap();
         }
     }
 

@@ -162,8 +162,10 @@ pub fn isolate(cmd: &mut Command, home: &Path) {
             cmd.env_remove(k);
         }
     }
+    // XDG_CACHE_HOME too: standalone JS/TS runs write their helpers there.
     cmd.env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join(".config"));
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env_remove("XDG_CACHE_HOME");
 }
 
 /// A configured invocation.
@@ -377,4 +379,12 @@ pub fn logging_script(line: &str, stdout: &str) -> String {
 /// `s` as one single-quoted bash word.
 pub fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// An executable on the test's own PATH.
+pub fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
 }

@@ -5,13 +5,17 @@
 // Contract with the binary:
 // - argv: the binary gets this process's arguments unchanged, and inherits
 //   stdin, stdout and stderr.
-// - environment, on top of this process's own:
+// - environment, on top of this process's own (binaryEnv() in lib/native.js,
+//   shared with run() in api.js):
 //     LOOPX_PACKAGE_DIR  absolute path of this package's root: helpers.js,
 //                        index.js, loader/register.mjs, loader/hooks.mjs,
 //                        loader/bun-preload.js and loader/tsconfig.json are
 //                        found relative to it.
 //     LOOPX_JS_RUNTIME   "bun" when this shim runs under Bun; otherwise a
 //                        value the user set is passed on untouched.
+//     LOOPX_BUN          absolute path of the Bun executable running this
+//                        shim, under Bun only (the binary runs scripts with
+//                        it, so Bun need not be on PATH).
 //     LOOPX_TSX          absolute path of the tsx package directory as
 //                        resolved from this package; absent when it cannot
 //                        be resolved (a value the user set then stays).
@@ -24,9 +28,7 @@
 //   caller sees the same status (exit code 128+n where that cannot work).
 import { spawn } from "node:child_process";
 import { constants } from "node:os";
-import { dirname } from "node:path";
-import { fileURLToPath } from "node:url";
-import { findBinary, NativeError, PACKAGE_DIR } from "../lib/native.js";
+import { binaryEnv, findBinary, NativeError } from "../lib/native.js";
 
 const FORWARDED = ["SIGINT", "SIGTERM", "SIGHUP"];
 
@@ -39,12 +41,7 @@ try {
   process.exit(1);
 }
 
-const env = { ...process.env, LOOPX_PACKAGE_DIR: PACKAGE_DIR };
-if (process.versions.bun) env.LOOPX_JS_RUNTIME = "bun";
-const tsx = tsxDir();
-if (tsx) env.LOOPX_TSX = tsx;
-
-const child = spawn(binary, process.argv.slice(2), { stdio: "inherit", env });
+const child = spawn(binary, process.argv.slice(2), { stdio: "inherit", env: binaryEnv() });
 
 function forward(signal) {
   child.kill(signal);
@@ -71,11 +68,3 @@ child.on("exit", (code, signal) => {
   // Still here: the signal is ignored (Node ignores SIGPIPE) or caught.
   setTimeout(() => process.exit(status), 100);
 });
-
-function tsxDir() {
-  try {
-    return dirname(fileURLToPath(import.meta.resolve("tsx/package.json")));
-  } catch {
-    return undefined;
-  }
-}

@@ -21,7 +21,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { homedir } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 /** Absolute path of the package root (the directory of package.json). */
@@ -37,6 +37,31 @@ const TARGETS = {
   "darwin x64": "x86_64-apple-darwin",
   "darwin arm64": "aarch64-apple-darwin",
 };
+
+/**
+ * The environment the binary runs with, on top of `base` (the contract in
+ * bin/loopx.js): LOOPX_PACKAGE_DIR always, LOOPX_JS_RUNTIME=bun under Bun,
+ * LOOPX_TSX when tsx resolves from this package. Used by the shim and by
+ * run() (api.js), so both start the binary the same way.
+ */
+export function binaryEnv(base = process.env) {
+  const env = { ...base, LOOPX_PACKAGE_DIR: PACKAGE_DIR };
+  if (process.versions.bun) {
+    env.LOOPX_JS_RUNTIME = "bun";
+    env.LOOPX_BUN = process.execPath;
+  }
+  const tsx = tsxDir();
+  if (tsx) env.LOOPX_TSX = tsx;
+  return env;
+}
+
+function tsxDir() {
+  try {
+    return dirname(fileURLToPath(import.meta.resolve("tsx/package.json")));
+  } catch {
+    return undefined;
+  }
+}
 
 /** An error whose message is meant for the user as it stands. */
 export class NativeError extends Error {}

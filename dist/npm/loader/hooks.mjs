@@ -28,10 +28,20 @@ const ESM_MARKER = "\nexport {};\n";
 
 let entryURL;
 
+// Whether this Node strips TypeScript types itself (the binary runs `.ts`
+// entries that way when there is no tsx).
+const STRIPS_TYPES = Boolean(process.features?.typescript);
+const TS_FILE = /\.[cm]?ts$/;
+
 // The ESM counterpart of the format Node, tsx or Node's type stripping
-// gave the entry. No format means "load() guesses", which can be CommonJS.
-function esmFormat(format) {
-  if (format === undefined || format === null || format === "commonjs") return "module";
+// gave the entry. No format means "load() guesses", which can be CommonJS;
+// for a `.ts` file under type stripping (no package.json "type") the
+// guess must stay TypeScript, or the types would reach the parser.
+function esmFormat(format, url) {
+  if (format === undefined || format === null) {
+    return STRIPS_TYPES && TS_FILE.test(new URL(url).pathname) ? "module-typescript" : "module";
+  }
+  if (format === "commonjs") return "module";
   if (format === "commonjs-typescript") return "module-typescript";
   return format;
 }
@@ -48,18 +58,18 @@ function loopxFallback(error) {
 function afterResolve(context, resolved) {
   if (context.parentURL !== undefined) return resolved;
   entryURL = resolved.url;
-  return { ...resolved, format: esmFormat(resolved.format) };
+  return { ...resolved, format: esmFormat(resolved.format, resolved.url) };
 }
 
-function entryContext(context) {
-  return { ...context, format: esmFormat(context.format) };
+function entryContext(url, context) {
+  return { ...context, format: esmFormat(context.format, url) };
 }
 
-function asEsm(loaded) {
+function asEsm(url, loaded) {
   const { source } = loaded;
-  if (source === null || source === undefined) return { ...loaded, format: esmFormat(loaded.format) };
+  if (source === null || source === undefined) return { ...loaded, format: esmFormat(loaded.format, url) };
   const text = typeof source === "string" ? source : new TextDecoder().decode(source);
-  return { ...loaded, format: esmFormat(loaded.format), source: text + ESM_MARKER };
+  return { ...loaded, format: esmFormat(loaded.format, url), source: text + ESM_MARKER };
 }
 
 export function resolveSync(specifier, context, nextResolve) {
@@ -75,7 +85,7 @@ export function resolveSync(specifier, context, nextResolve) {
 
 export function loadSync(url, context, nextLoad) {
   if (url !== entryURL) return nextLoad(url, context);
-  return asEsm(nextLoad(url, entryContext(context)));
+  return asEsm(url, nextLoad(url, entryContext(url, context)));
 }
 
 export async function resolve(specifier, context, nextResolve) {
@@ -91,5 +101,5 @@ export async function resolve(specifier, context, nextResolve) {
 
 export async function load(url, context, nextLoad) {
   if (url !== entryURL) return nextLoad(url, context);
-  return asEsm(await nextLoad(url, entryContext(context)));
+  return asEsm(url, await nextLoad(url, entryContext(url, context)));
 }

@@ -30,7 +30,7 @@ test("npm pack ships every runtime file", () => {
   const files = report.files.map((f) => f.path);
   for (const file of [
     "package.json", "README.md", "bin/loopx.js", "lib/native.js", "lib/ustar.js", "lib/postinstall.js",
-    "helpers.js", "helpers.d.ts", "index.js", "index.d.ts",
+    "api.js", "helpers.js", "helpers.d.ts", "index.js", "index.d.ts",
     "loader/register.mjs", "loader/hooks.mjs", "loader/bun-preload.js", "loader/tsconfig.json",
   ]) {
     assert.ok(files.includes(file), `${file} is in the package`);
@@ -38,7 +38,7 @@ test("npm pack ships every runtime file", () => {
   assert.ok(!files.some((f) => f.startsWith("test/") || f.startsWith("node_modules/")), files.join(" "));
 });
 
-test("the package entry exports output and input", async () => {
+test("the package entry exports output, input, run and runPromise", async () => {
   const loopx = await import("../index.js");
-  assert.deepEqual(Object.keys(loopx).sort(), ["input", "output"]);
+  assert.deepEqual(Object.keys(loopx).sort(), ["input", "output", "run", "runPromise"]);
 });

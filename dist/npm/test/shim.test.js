@@ -1,7 +1,7 @@
 // bin/loopx.js against a fake binary (LOOPX_BINARY_PATH): argv, stdio, exit
 // codes, signal forwarding and re-raising, and the environment contract.
 import assert from "node:assert/strict";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, realpathSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 import { BUN, PKG, TSX_DIR, packageCopy, run, tempDir, waitFor, writeTree } from "./util.js";
@@ -135,6 +135,7 @@ test("under Bun the shim sets LOOPX_JS_RUNTIME=bun and forwards signals", { skip
   assert.equal(r.code, 5, r.stderr);
   const env = envOf(f.out);
   assert.equal(env.LOOPX_JS_RUNTIME, "bun");
+  assert.equal(realpathSync(env.LOOPX_BUN), realpathSync(BUN), "the Bun running the shim");
   assert.equal(env.LOOPX_PACKAGE_DIR, PKG);
   assert.equal(env.LOOPX_TSX, TSX_DIR);
 

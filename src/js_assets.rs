@@ -1,0 +1,194 @@
+//! The npm package's script-side files (helpers, module hooks, Bun preload),
+//! embedded in the binary for standalone installs (DESIGN.md "JS/TS runtime",
+//! §3.3): a loopx installed without npm still makes `import "loopx"` work.
+//!
+//! They are written once per version into
+//! `${XDG_CACHE_HOME:-~/.cache}/loopx/<version>/js/`, each file atomically
+//! (temp file + rename), and checked byte for byte whenever a run first
+//! reaches a JS/TS script, so a damaged or stale copy is rewritten.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::error::Error;
+
+/// Relative path and content of every file a script may load. index.js and
+/// helpers.js are ESM `.js` files: the package.json beside them makes Node
+/// read them as modules, as the npm package's own package.json does.
+pub const FILES: &[(&str, &[u8])] = &[
+    (
+        "package.json",
+        // The version, as lib/native.js reads it to pick a release.
+        concat!(
+            "{ \"name\": \"loopx\", \"version\": \"",
+            env!("CARGO_PKG_VERSION"),
+            "\", \"type\": \"module\" }\n"
+        )
+        .as_bytes(),
+    ),
+    ("index.js", include_bytes!("../dist/npm/index.js")),
+    ("helpers.js", include_bytes!("../dist/npm/helpers.js")),
+    // run()/runPromise() (§9), loaded by index.js only when called.
+    ("api.js", include_bytes!("../dist/npm/api.js")),
+    ("lib/native.js", include_bytes!("../dist/npm/lib/native.js")),
+    ("lib/ustar.js", include_bytes!("../dist/npm/lib/ustar.js")),
+    (
+        "loader/register.mjs",
+        include_bytes!("../dist/npm/loader/register.mjs"),
+    ),
+    (
+        "loader/hooks.mjs",
+        include_bytes!("../dist/npm/loader/hooks.mjs"),
+    ),
+    (
+        "loader/bun-preload.js",
+        include_bytes!("../dist/npm/loader/bun-preload.js"),
+    ),
+    (
+        "loader/tsconfig.json",
+        include_bytes!("../dist/npm/loader/tsconfig.json"),
+    ),
+];
+
+/// `${XDG_CACHE_HOME:-$HOME/.cache}/loopx/<version>/js`. A relative
+/// XDG_CACHE_HOME is invalid per the XDG spec and ignored (as lib/native.js
+/// does for the downloaded binary, which lives beside this directory).
+pub fn cache_dir(xdg_cache_home: Option<&Path>, home: Option<&Path>) -> Option<PathBuf> {
+    let base = match xdg_cache_home {
+        Some(x) if x.is_absolute() => x.to_path_buf(),
+        _ => home.filter(|h| !h.as_os_str().is_empty())?.join(".cache"),
+    };
+    Some(
+        base.join("loopx")
+            .join(env!("CARGO_PKG_VERSION"))
+            .join("js"),
+    )
+}
+
+/// Makes sure `dir` holds exactly the embedded files; returns `dir`.
+pub fn ensure(dir: &Path) -> Result<(), Error> {
+    let fail = |err: io::Error| Error::HelperCache {
+        dir: dir.to_path_buf(),
+        err,
+    };
+    for (rel, content) in FILES {
+        let path = dir.join(rel);
+        if fs::read(&path).is_ok_and(|have| have == *content) {
+            continue;
+        }
+        let parent = path.parent().unwrap_or(dir);
+        fs::create_dir_all(parent).map_err(fail)?;
+        write_atomically(&path, content).map_err(fail)?;
+    }
+    Ok(())
+}
+
+/// Writes a sibling temp file and renames it over `path`, so a concurrent
+/// loopx (or a crash) never leaves a half-written helper behind.
+fn write_atomically(path: &Path, content: &[u8]) -> io::Result<()> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = fs::write(&tmp, content).and_then(|()| fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("loopx-assets-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn cache_dir_prefers_an_absolute_xdg_cache_home() {
+        let v = env!("CARGO_PKG_VERSION");
+        assert_eq!(
+            cache_dir(Some(Path::new("/x")), Some(Path::new("/h"))),
+            Some(PathBuf::from(format!("/x/loopx/{v}/js")))
+        );
+        assert_eq!(
+            cache_dir(Some(Path::new("rel")), Some(Path::new("/h"))),
+            Some(PathBuf::from(format!("/h/.cache/loopx/{v}/js")))
+        );
+        assert_eq!(cache_dir(None, None), None);
+    }
+
+    #[test]
+    fn ensure_writes_every_file_and_repairs_a_damaged_one() {
+        let d = temp("ensure");
+        ensure(&d).expect("first write");
+        for (rel, content) in FILES {
+            assert_eq!(fs::read(d.join(rel)).expect("read"), *content, "{rel}");
+        }
+        fs::write(d.join("helpers.js"), "corrupt").expect("write");
+        fs::remove_file(d.join("loader/hooks.mjs")).expect("rm");
+        ensure(&d).expect("repair");
+        for (rel, content) in FILES {
+            assert_eq!(fs::read(d.join(rel)).expect("read"), *content, "{rel}");
+        }
+        // No temp files are left behind.
+        let stray: Vec<_> = fs::read_dir(&d)
+            .expect("ls")
+            .chain(fs::read_dir(d.join("loader")).expect("ls"))
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(stray.is_empty(), "{stray:?}");
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    /// Every file an embedded file refers to (`from "./x"`, `new URL("../x",
+    /// import.meta.url)`) is embedded too: index.js may grow (run() and
+    /// runPromise()), and a file it needs but the cache lacks would break
+    /// `import "loopx"` in standalone installs only.
+    #[test]
+    fn embedded_files_refer_only_to_embedded_files() {
+        let mut checked = 0;
+        for (rel, content) in FILES {
+            let text = std::str::from_utf8(content).expect("utf-8");
+            for marker in ["from \"", "from '", "new URL(\"", "import(\""] {
+                for part in text.split(marker).skip(1) {
+                    let quote = marker.chars().last().unwrap_or('"');
+                    let target = part.split(quote).next().unwrap_or("");
+                    if !target.starts_with("./") && !target.starts_with("../") {
+                        continue;
+                    }
+                    let mut full: Vec<&str> = rel.split('/').collect();
+                    full.pop();
+                    for seg in target.split('/') {
+                        match seg {
+                            "." => {}
+                            ".." => {
+                                full.pop();
+                            }
+                            s => full.push(s),
+                        }
+                    }
+                    let full = full.join("/");
+                    assert!(
+                        FILES.iter().any(|(f, _)| *f == full),
+                        "{rel} refers to {target} ({full}), which is not embedded"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 4, "found only {checked} references");
+    }
+}

@@ -1,0 +1,175 @@
+//! The internal machine mode behind the JS API (§9, DESIGN "API protocol"),
+//! spoken directly: one JSON line per message on stdout, pulled with `next`
+//! lines on stdin. The JS side's own tests are in dist/npm/test/api.test.js.
+
+mod util;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use util::*;
+
+/// Starts `loopx __api 1 <args>` in the project with piped stdio.
+fn spawn_api(p: &Project, args: &[&str]) -> std::process::Child {
+    let mut cmd = Command::new(loopx_bin());
+    cmd.arg("__api")
+        .args(args)
+        .current_dir(p.root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    isolate(&mut cmd, p.home());
+    cmd.spawn().expect("spawn loopx __api")
+}
+
+fn wait_for_file(p: &Project, rel: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !p.exists(rel) {
+        assert!(Instant::now() < deadline, "{rel} never appeared");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits for a child whose stdout the test has read itself: (code, stderr).
+fn finish(mut child: std::process::Child) -> (Option<i32>, String) {
+    let mut err = String::new();
+    let mut stderr = child.stderr.take().expect("stderr");
+    std::io::Read::read_to_string(&mut stderr, &mut err).expect("read stderr");
+    (child.wait().expect("wait").code(), err)
+}
+
+fn log_lines(p: &Project) -> usize {
+    if p.exists("log") {
+        p.read("log").lines().count()
+    } else {
+        0
+    }
+}
+
+#[test]
+fn api_mode_pulls_each_iteration_with_next_and_ends_on_eof() {
+    let p = Project::new();
+    p.script("w", "index.sh", &logging_script("ran", r#"{"result":"r"}"#));
+    let mut child = spawn_api(&p, &["1", "--", "w"]);
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = lines.next().expect("a line").expect("read");
+    assert_eq!(first, r#"{"type":"output","output":{"result":"r"}}"#);
+    stdin.write_all(b"next\n").expect("write next");
+    let second = lines.next().expect("a line").expect("read");
+    assert_eq!(second, first);
+    // The consumer is gone: the loop ends without a third iteration.
+    drop(stdin);
+    assert_eq!(
+        lines.next().expect("a line").expect("read"),
+        r#"{"type":"done"}"#
+    );
+    assert!(lines.next().is_none());
+    assert_eq!(finish(child), (Some(0), String::new()));
+    assert_eq!(log_lines(&p), 2);
+}
+
+#[test]
+fn api_mode_consumer_gone_during_a_script_lets_it_finish_and_starts_nothing() {
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        "echo ran >> \"$LOOPX_PROJECT_ROOT/log\"\n\
+         : > \"$LOOPX_PROJECT_ROOT/ready\"\n\
+         while [ ! -e \"$LOOPX_PROJECT_ROOT/go\" ]; do sleep 0.01; done\n\
+         printf '{\"result\":\"x\"}'\n",
+    );
+    let mut child = spawn_api(&p, &["1", "--", "w"]);
+    wait_for_file(&p, "ready");
+    drop(child.stdin.take());
+    p.file("go", "");
+    let out = wait_with_output(child, Duration::from_secs(20));
+    out.success()
+        .stdout_is("{\"type\":\"output\",\"output\":{\"result\":\"x\"}}\n{\"type\":\"done\"}\n")
+        .stderr_is_empty();
+    assert_eq!(log_lines(&p), 1);
+}
+
+#[test]
+fn api_mode_consumer_process_gone_ends_quietly() {
+    // Both ends of the channel closed, as when the consumer's process exits:
+    // no "broken pipe" error on stderr, no further iteration.
+    let p = Project::new();
+    p.script("w", "index.sh", &logging_script("ran", r#"{"result":"r"}"#));
+    let mut child = spawn_api(&p, &["1", "--", "w"]);
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    stdout.read_line(&mut first).expect("read");
+    assert!(first.starts_with(r#"{"type":"output""#), "{first}");
+    drop(stdout);
+    drop(child.stdin.take());
+    assert_eq!(finish(child), (Some(0), String::new()));
+    assert_eq!(log_lines(&p), 1);
+}
+
+#[test]
+fn api_mode_reports_errors_with_the_cli_message_and_prints_nothing() {
+    let p = Project::new();
+    p.script("w", "index.sh", "exit 3\n");
+    p.loopx(&["__api", "1", "--", "nope"])
+        .run()
+        .code(1)
+        .stdout_is(
+            "{\"type\":\"error\",\"message\":\"workflow 'nope' not found in .loopx/ (workflows: w)\",\"exitCode\":1}\n",
+        )
+        .stderr_is_empty();
+    p.loopx(&["__api", "1", "--", "w"])
+        .run()
+        .code(1)
+        .stdout_is(
+            "{\"type\":\"error\",\"message\":\"script w:index exited with code 3; stopping the loop\",\"exitCode\":1}\n",
+        )
+        .stderr_is_empty();
+}
+
+#[test]
+fn api_mode_protocol_mismatch_names_the_supported_version() {
+    let p = Project::new();
+    p.script("w", "index.sh", &logging_script("ran", ""));
+    p.loopx(&["__api", "999", "--", "w"])
+        .run()
+        .code(1)
+        .stdout_is(&format!(
+            "{{\"type\":\"protocol\",\"supported\":\"1\",\"version\":\"{}\"}}\n",
+            env!("CARGO_PKG_VERSION")
+        ))
+        .stderr_is_empty();
+    assert!(!p.exists("log"));
+}
+
+#[test]
+fn api_mode_never_delegates_to_a_project_local_loopx() {
+    // §3.2 delegation is for the global CLI; the JS API already runs the
+    // imported package's own binary.
+    let p = Project::new();
+    p.file("package.json", r#"{"devDependencies": {"loopx": "*"}}"#);
+    p.file(
+        "node_modules/.bin/loopx",
+        "#!/bin/sh\necho delegated >> \"$PWD/log\"\nexit 7\n",
+    );
+    let local = p.path("node_modules/.bin/loopx");
+    std::fs::set_permissions(&local, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    p.script("w", "index.sh", "printf '{\"stop\":true}'\n");
+    p.loopx(&["__api", "1", "--", "w"])
+        .stdin(b"")
+        .run()
+        .success()
+        .stdout_is("{\"type\":\"output\",\"output\":{\"stop\":true}}\n{\"type\":\"done\"}\n")
+        .stderr_is_empty();
+    assert!(!p.exists("log"));
+}
+
+#[test]
+fn api_mode_is_not_in_help() {
+    let p = Project::new();
+    let out = p.loopx(&["--help"]).run();
+    out.success();
+    assert!(!out.stdout.contains("__api"), "{}", out.stdout);
+}

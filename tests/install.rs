@@ -1,0 +1,1087 @@
+//! `loopx install` (§10, §4.3) against sources the tests create themselves:
+//! local git repositories cloned through `file://.../name.git` URLs, and
+//! tarballs served by a local HTTP server (tests/util/http.rs). Every run
+//! gets its own TMPDIR, which must be empty again afterwards (§10.9: the
+//! fetch area is always removed), and `.loopx/` is compared before and after
+//! failed installs (§10.7: nothing written).
+
+#[path = "util/http.rs"]
+mod http;
+mod util;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use tar::{Builder, EntryType, Header};
+
+use http::{Response, Server};
+use util::{Outcome, Project, TempDir};
+
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+// ---------------------------------------------------------------- helpers
+
+/// A project plus a place for source repositories and loopx's TMPDIR.
+struct Env {
+    p: Project,
+    tmp: TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env::with(Project::new())
+    }
+
+    fn bare() -> Env {
+        Env::with(Project::bare())
+    }
+
+    fn with(p: Project) -> Env {
+        let tmp = TempDir::new("install-src");
+        fs::create_dir_all(tmp.path().join("tmp")).unwrap();
+        fs::create_dir_all(tmp.path().join("repos")).unwrap();
+        Env { p, tmp }
+    }
+
+    fn tmpdir(&self) -> PathBuf {
+        self.tmp.path().join("tmp")
+    }
+
+    /// `loopx install <args>` with a private TMPDIR; afterwards the TMPDIR is
+    /// empty and `.loopx/` holds no staging leftovers, whatever happened.
+    fn install(&self, args: &[&str]) -> Outcome {
+        let mut all = vec!["install"];
+        all.extend_from_slice(args);
+        self.install_with(&all, |r| r)
+    }
+
+    fn install_with(&self, args: &[&str], f: impl FnOnce(util::Run) -> util::Run) -> Outcome {
+        let o = f(self.p.loopx(args).env("TMPDIR", self.tmpdir())).run();
+        let left: Vec<_> = fs::read_dir(self.tmpdir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(
+            left.is_empty(),
+            "TMPDIR not cleaned: {left:?}\n{}",
+            o.stderr
+        );
+        if let Ok(entries) = fs::read_dir(self.p.path(".loopx")) {
+            for e in entries {
+                let name = e.unwrap().file_name().to_string_lossy().into_owned();
+                assert!(!name.starts_with('.'), "staging left in .loopx/: {name}");
+            }
+        }
+        o
+    }
+
+    /// A git repository `repos/<dir>` (e.g. `ralph.git`) with one commit
+    /// holding `files`; returns its `file://` URL.
+    fn repo(&self, dir: &str, files: &[(&str, &str)]) -> String {
+        let path = self.tmp.path().join("repos").join(dir);
+        fs::create_dir_all(&path).unwrap();
+        git(&path, &["init", "-q"]);
+        for (rel, body) in files {
+            write_file(&path.join(rel), body);
+        }
+        commit_all(&path);
+        format!("file://{}", path.display())
+    }
+
+    /// Same as `repo`, then `edit` runs on the work tree before the commit.
+    fn repo_with(&self, dir: &str, files: &[(&str, &str)], edit: impl FnOnce(&Path)) -> String {
+        let path = self.tmp.path().join("repos").join(dir);
+        fs::create_dir_all(&path).unwrap();
+        git(&path, &["init", "-q"]);
+        for (rel, body) in files {
+            write_file(&path.join(rel), body);
+        }
+        edit(&path);
+        commit_all(&path);
+        format!("file://{}", path.display())
+    }
+}
+
+fn write_file(path: &Path, body: &str) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, body).unwrap();
+    if path.extension().is_some_and(|e| e == "sh") {
+        fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=loopx tests",
+            "-c",
+            "user.email=tests@loopx.invalid",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .expect("git (the tests need it; .ci/run installs it)");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn commit_all(path: &Path) {
+    git(path, &["add", "-A"]);
+    git(path, &["commit", "-q", "-m", "init"]);
+}
+
+/// Every path under `dir` with its kind and content, to compare trees.
+fn snapshot(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        let Ok(entries) = fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries {
+            let path = e.unwrap().path();
+            let rel = path.strip_prefix(dir).unwrap().display().to_string();
+            let meta = fs::symlink_metadata(&path).unwrap();
+            if meta.file_type().is_symlink() {
+                out.push(format!(
+                    "{rel} -> {}",
+                    fs::read_link(&path).unwrap().display()
+                ));
+            } else if meta.is_dir() {
+                out.push(format!("{rel}/"));
+                pending.push(path);
+            } else {
+                out.push(format!(
+                    "{rel}: {}",
+                    fs::read_to_string(&path).unwrap_or_default()
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The names directly inside `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// A .tar.gz of regular files (`.sh` files executable) and directories
+/// (paths ending in `/`).
+fn tarball(entries: &[(&str, &str)]) -> Vec<u8> {
+    tarball_raw(|b| {
+        for (path, body) in entries {
+            if path.ends_with('/') {
+                raw(b, EntryType::Directory, path.as_bytes(), b"", b"");
+            } else {
+                let mode = if path.ends_with(".sh") { 0o755 } else { 0o644 };
+                let mut h = Header::new_gnu();
+                h.set_entry_type(EntryType::Regular);
+                h.set_size(body.len() as u64);
+                h.set_mode(mode);
+                b.append_data(&mut h, path, body.as_bytes()).unwrap();
+            }
+        }
+    })
+}
+
+fn tarball_raw(build: impl FnOnce(&mut Builder<GzEncoder<Vec<u8>>>)) -> Vec<u8> {
+    let mut b = Builder::new(GzEncoder::new(Vec::new(), Compression::default()));
+    build(&mut b);
+    b.into_inner().unwrap().finish().unwrap()
+}
+
+/// An entry written byte for byte, for names and links the builder refuses.
+fn raw(
+    b: &mut Builder<GzEncoder<Vec<u8>>>,
+    kind: EntryType,
+    name: &[u8],
+    link: &[u8],
+    data: &[u8],
+) {
+    let mut h = Header::new_gnu();
+    h.set_entry_type(kind);
+    h.set_size(data.len() as u64);
+    h.set_mode(0o755);
+    let gnu = h.as_gnu_mut().unwrap();
+    gnu.name = [0; 100];
+    gnu.name[..name.len()].copy_from_slice(name);
+    gnu.linkname = [0; 100];
+    gnu.linkname[..link.len()].copy_from_slice(link);
+    h.set_cksum();
+    b.append(&h, data).unwrap();
+}
+
+/// A server answering `path` with `bytes`.
+fn serve(path: &str, bytes: Vec<u8>) -> Server {
+    let server = Server::new().unwrap();
+    server.route(path, Response::ok(bytes));
+    server
+}
+
+const INDEX: &str = "#!/bin/bash\necho ran >&2\n";
+
+// ---------------------------------------------------------------- §10.1 source detection
+
+#[test]
+fn shorthand_org_repo_expands_to_a_github_clone_with_prompts_disabled() {
+    // A stand-in git records its argument vector: no network needed.
+    let e = Env::bare();
+    let bin = e.tmp.path().join("bin");
+    let log = e.tmp.path().join("git-args");
+    write_file(
+        &bin.join("git"),
+        "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$ARGS_LOG\"\n\
+         echo \"GIT_TERMINAL_PROMPT=$GIT_TERMINAL_PROMPT\" >> \"$ARGS_LOG\"\n\
+         echo 'fatal: no network in tests' >&2\nexit 128\n",
+    );
+    fs::set_permissions(bin.join("git"), fs::Permissions::from_mode(0o755)).unwrap();
+    let o = e.install_with(&["install", "myorg/agent-flows"], |r| {
+        r.env("PATH", &bin).env("ARGS_LOG", &log)
+    });
+    o.failure().stdout_empty().stderr_has(
+        "git clone of https://github.com/myorg/agent-flows.git failed: fatal: no network in tests",
+    );
+    let args = fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = args.lines().collect();
+    assert_eq!(
+        lines[..6],
+        [
+            "clone",
+            "--depth",
+            "1",
+            "--quiet",
+            "--",
+            "https://github.com/myorg/agent-flows.git"
+        ]
+    );
+    assert!(lines[6].starts_with(e.tmpdir().to_str().unwrap()), "{args}");
+    assert_eq!(lines[7], "GIT_TERMINAL_PROMPT=0");
+    assert!(!e.p.exists(".loopx"));
+
+    // Known git hosts by exact path shape go to git as well.
+    let o = e.install_with(&["install", "https://gitlab.com/team/flow/"], |r| {
+        r.env("PATH", &bin).env("ARGS_LOG", &log)
+    });
+    o.failure()
+        .stderr_has("git clone of https://gitlab.com/team/flow failed");
+}
+
+#[test]
+fn shorthand_ending_in_dot_git_is_rejected() {
+    let e = Env::bare();
+    e.install(&["org/repo.git"])
+        .failure()
+        .stdout_empty()
+        .stderr_has("the org/repo shorthand must not end in \".git\"")
+        .stderr_has("https://github.com/org/repo.git");
+    assert!(!e.p.exists(".loopx"));
+}
+
+#[test]
+fn unsupported_sources_are_rejected_with_what_is_supported() {
+    let e = Env::bare();
+    let server = Server::new().unwrap();
+    let sources: [String; 6] = [
+        server.url_for("/index.sh"),
+        server.url_for("/flow.zip"),
+        server.url_for("/dl?file=flow.tar.gz"),
+        "https://github.com/org/repo/tree/main".to_string(),
+        "just-a-name".to_string(),
+        "org/repo/extra".to_string(),
+    ];
+    for source in sources {
+        e.install(&[&source])
+            .failure()
+            .stdout_empty()
+            .stderr_has("unsupported source")
+            .stderr_has("single-file URLs are not supported")
+            .stderr_has(".tar.gz or .tgz");
+    }
+    assert!(server.requests().is_empty(), "{:?}", server.paths());
+    assert!(!e.p.exists(".loopx"));
+}
+
+// ---------------------------------------------------------------- §10.2/§10.3 git sources
+
+#[test]
+fn single_workflow_git_source_is_named_after_the_repository_and_copied_whole() {
+    let e = Env::bare();
+    let url = e.repo(
+        "ralph.git",
+        &[
+            ("index.sh", INDEX),
+            ("check.ts", "export {};\n"),
+            ("package.json", "{\"name\":\"ralph\"}\n"),
+            ("README.md", "docs\n"),
+            ("lib/helper.ts", "export const x = 1;\n"),
+            ("other/index.sh", "echo nested\n"),
+        ],
+    );
+    let o = e.install(&[&url]);
+    o.success()
+        .stdout_is("installed workflow 'ralph' into .loopx/ralph\n")
+        .stderr_is_empty();
+    assert_eq!(
+        names(&e.p.path(".loopx/ralph")),
+        [
+            "README.md",
+            "check.ts",
+            "index.sh",
+            "lib",
+            "other",
+            "package.json"
+        ]
+    );
+    assert_eq!(e.p.read(".loopx/ralph/other/index.sh"), "echo nested\n");
+    assert_eq!(
+        e.p.read(".loopx/ralph/lib/helper.ts"),
+        "export const x = 1;\n"
+    );
+    // Installed and runnable; not a git checkout.
+    assert!(!e.p.exists(".loopx/ralph/.git"));
+    e.p.loopx(&["run", "-n", "1", "ralph"])
+        .run()
+        .success()
+        .stderr_has("ran");
+}
+
+#[test]
+fn multi_workflow_git_source_installs_each_workflow_directory_and_nothing_else() {
+    let e = Env::new();
+    let url = e.repo(
+        "flows.git",
+        &[
+            ("README.md", "root docs\n"),
+            ("LICENSE", "MIT\n"),
+            (".github/workflows/ci.yml", "on: push\n"),
+            ("docs/guide.md", "not a workflow\n"),
+            ("ralph/index.sh", INDEX),
+            ("ralph/lib/util.sh", "x\n"),
+            ("review/request.ts", "export {};\n"),
+        ],
+    );
+    e.install(&[&url])
+        .success()
+        .stdout_is(
+            "installed workflow 'ralph' into .loopx/ralph\n\
+             installed workflow 'review' into .loopx/review\n",
+        )
+        .stderr_is_empty();
+    // Root files and non-workflow directories are not copied (§10.3).
+    assert_eq!(names(&e.p.path(".loopx")), ["ralph", "review"]);
+    assert_eq!(names(&e.p.path(".loopx/ralph")), ["index.sh", "lib"]);
+    // A workflow without index is fine (§10.4).
+    assert_eq!(names(&e.p.path(".loopx/review")), ["request.ts"]);
+}
+
+#[test]
+fn zero_workflow_source_is_refused() {
+    let e = Env::bare();
+    let url = e.repo(
+        "docs.git",
+        &[("README.md", "x\n"), ("nested/deeper/index.sh", INDEX)],
+    );
+    e.install(&[&url])
+        .failure()
+        .stdout_empty()
+        .stderr_has("the source contains no workflows");
+    assert!(!e.p.exists(".loopx"));
+}
+
+#[test]
+fn empty_repository_is_a_clear_error() {
+    let e = Env::bare();
+    let path = e.tmp.path().join("repos/empty.git");
+    fs::create_dir_all(&path).unwrap();
+    git(&path, &["init", "-q"]);
+    e.install(&[&format!("file://{}", path.display())])
+        .failure()
+        .stderr_has(&format!(
+            "the repository file://{} is empty",
+            path.display()
+        ));
+    assert!(!e.p.exists(".loopx"));
+}
+
+#[test]
+fn git_clone_failure_shows_what_git_said() {
+    let e = Env::bare();
+    let url = format!("file://{}/repos/missing.git", e.tmp.path().display());
+    e.install(&[&url])
+        .failure()
+        .stdout_empty()
+        .stderr_has(&format!("git clone of {url} failed: fatal:"));
+    assert!(!e.p.exists(".loopx"));
+}
+
+#[test]
+fn missing_git_or_curl_is_named() {
+    let e = Env::bare();
+    let empty_path = e.tmp.path().join("empty-bin");
+    fs::create_dir_all(&empty_path).unwrap();
+    let url = e.repo("ralph.git", &[("index.sh", INDEX)]);
+    e.install_with(&["install", &url], |r| r.env("PATH", &empty_path))
+        .failure()
+        .stderr_has("`git` was not found on PATH; loopx install needs it to clone git sources");
+    e.install_with(&["install", "http://127.0.0.1:9/flow.tar.gz"], |r| {
+        r.env("PATH", &empty_path)
+    })
+    .failure()
+    .stderr_has("`curl` was not found on PATH; loopx install needs it to download tarball sources");
+    assert!(!e.p.exists(".loopx"));
+}
+
+// ---------------------------------------------------------------- §10.2 tarballs
+
+#[test]
+fn tarball_wrapper_directory_is_stripped_and_the_workflow_named_after_the_archive() {
+    let e = Env::bare();
+    let server = serve(
+        "/releases/my-flow.tar.gz",
+        tarball(&[
+            ("my-flow-1.2.3/", ""),
+            ("my-flow-1.2.3/index.sh", INDEX),
+            ("my-flow-1.2.3/schema.json", "{}"),
+        ]),
+    );
+    e.install(&[&server.url_for("/releases/my-flow.tar.gz")])
+        .success()
+        .stdout_is("installed workflow 'my-flow' into .loopx/my-flow\n")
+        .stderr_is_empty();
+    // .loopx/ was created (§4.3).
+    assert_eq!(
+        names(&e.p.path(".loopx/my-flow")),
+        ["index.sh", "schema.json"]
+    );
+    let mode = fs::metadata(e.p.path(".loopx/my-flow/index.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o111, 0o111);
+}
+
+#[test]
+fn tarball_with_several_top_level_entries_is_used_as_is() {
+    let e = Env::new();
+    let server = serve(
+        "/flow.tgz",
+        tarball(&[("index.sh", INDEX), ("lib/", ""), ("lib/a.sh", "x")]),
+    );
+    e.install(&[&server.url_for("/flow.tgz")]).success();
+    assert_eq!(names(&e.p.path(".loopx/flow")), ["index.sh", "lib"]);
+
+    // Multi-workflow inside a wrapper: names come from the subdirectories.
+    let server = serve(
+        "/bundle.tar.gz",
+        tarball(&[
+            ("bundle/README.md", "x"),
+            ("bundle/one/index.sh", INDEX),
+            ("bundle/two/index.sh", INDEX),
+        ]),
+    );
+    e.install(&[&server.url_for("/bundle.tar.gz")])
+        .success()
+        .stdout_has("'one'")
+        .stdout_has("'two'");
+    assert_eq!(names(&e.p.path(".loopx")), ["flow", "one", "two"]);
+}
+
+#[test]
+fn tarball_url_query_and_fragment_are_ignored_for_the_name_but_sent() {
+    let e = Env::new();
+    let server = serve("/dl/agent.tar.gz", tarball(&[("index.sh", INDEX)]));
+    e.install(&[&server.url_for("/dl/agent.tar.gz?token=abc&x=1#frag")])
+        .success()
+        .stdout_is("installed workflow 'agent' into .loopx/agent\n");
+    let req = &server.requests()[0];
+    assert_eq!(req.target, "/dl/agent.tar.gz?token=abc&x=1");
+}
+
+#[test]
+fn tarball_redirects_are_followed() {
+    let e = Env::new();
+    let server = serve("/cdn/blob-1234", tarball(&[("index.sh", INDEX)]));
+    server.route("/flow.tar.gz", Response::redirect(302, "/cdn/blob-1234"));
+    e.install(&[&server.url_for("/flow.tar.gz")])
+        .success()
+        .stdout_is("installed workflow 'flow' into .loopx/flow\n");
+    assert_eq!(server.paths(), ["/flow.tar.gz", "/cdn/blob-1234"]);
+}
+
+#[test]
+fn http_error_status_is_reported() {
+    let e = Env::bare();
+    let server = Server::new().unwrap();
+    server.route("/gone.tar.gz", Response::status(404));
+    server.route("/broken.tar.gz", Response::status(500));
+    for (path, status) in [("/gone.tar.gz", 404), ("/broken.tar.gz", 500)] {
+        let url = server.url_for(path);
+        e.install(&[&url])
+            .failure()
+            .stdout_empty()
+            .stderr_has(&format!("download of {url} failed: HTTP status {status}"));
+    }
+    assert!(!e.p.exists(".loopx"));
+}
+
+#[test]
+fn corrupt_or_non_gzip_archive_is_reported() {
+    let e = Env::bare();
+    let good = tarball(&[("index.sh", INDEX)]);
+    let server = Server::new().unwrap();
+    server.route("/html.tar.gz", Response::ok("<html>not found</html>"));
+    server.route("/cut.tar.gz", Response::ok(good[..good.len() / 2].to_vec()));
+    e.install(&[&server.url_for("/html.tar.gz")])
+        .failure()
+        .stderr_has("cannot extract the tarball from")
+        .stderr_has("not a gzip archive");
+    e.install(&[&server.url_for("/cut.tar.gz")])
+        .failure()
+        .stderr_has("corrupt archive");
+    assert!(!e.p.exists(".loopx"));
+}
+
+// ---------------------------------------------------------------- hostile archives
+
+/// Installs a hostile archive, which must fail (or, with `ok`, succeed)
+/// without writing anything outside the staging area; returns stderr.
+fn hostile(e: &Env, bytes: Vec<u8>, ok: bool) -> String {
+    let before = snapshot(e.p.root());
+    let outside = snapshot(e.tmp.path());
+    let server = serve("/evil.tar.gz", bytes);
+    let o = e.install(&[&server.url_for("/evil.tar.gz")]);
+    if ok {
+        o.success();
+    } else {
+        o.failure().stdout_empty();
+        assert_eq!(snapshot(e.p.root()), before, "project changed");
+    }
+    assert_eq!(snapshot(e.tmp.path()), outside, "files appeared outside");
+    o.stderr.clone()
+}
+
+#[test]
+fn hostile_archive_entries_are_refused_and_nothing_escapes() {
+    let e = Env::new();
+    let victim = e.tmp.path().join("victim");
+    let abs = victim.to_str().unwrap().as_bytes().to_vec();
+    let err = hostile(
+        &e,
+        tarball_raw(|b| {
+            raw(b, EntryType::Regular, b"flow/index.sh", b"", b"echo");
+            raw(b, EntryType::Regular, &abs, b"", b"pwned");
+        }),
+        false,
+    );
+    assert!(
+        err.contains("refusing archive entry") && err.contains("absolute"),
+        "{err}"
+    );
+
+    for name in [&b"../../../../victim"[..], b"flow/../../victim"] {
+        let err = hostile(
+            &e,
+            tarball_raw(|b| raw(b, EntryType::Regular, name, b"", b"pwned")),
+            false,
+        );
+        assert!(err.contains("\"..\""), "{err}");
+    }
+
+    // A symlink out of the archive, then a write through it.
+    let err = hostile(
+        &e,
+        tarball_raw(|b| {
+            raw(b, EntryType::Regular, b"flow/index.sh", b"", b"echo");
+            raw(
+                b,
+                EntryType::Symlink,
+                b"flow/out",
+                e.tmp.path().to_str().unwrap().as_bytes(),
+                b"",
+            );
+            raw(b, EntryType::Regular, b"flow/out/victim", b"", b"pwned");
+        }),
+        false,
+    );
+    assert!(err.contains("absolute"), "{err}");
+    let err = hostile(
+        &e,
+        tarball_raw(|b| {
+            raw(b, EntryType::Symlink, b"flow/up", b"../../../..", b"");
+            raw(b, EntryType::Regular, b"flow/up/victim", b"", b"pwned");
+        }),
+        false,
+    );
+    assert!(err.contains("outside"), "{err}");
+
+    // A hard link to a file outside the archive.
+    let err = hostile(
+        &e,
+        tarball_raw(|b| {
+            raw(b, EntryType::Regular, b"flow/index.sh", b"", b"echo");
+            raw(b, EntryType::Link, b"flow/passwd", b"/etc/passwd", b"");
+        }),
+        false,
+    );
+    assert!(err.contains("hard link"), "{err}");
+    assert!(!victim.exists());
+}
+
+#[test]
+fn archive_devices_and_fifos_are_not_created() {
+    let e = Env::new();
+    hostile(
+        &e,
+        tarball_raw(|b| {
+            raw(b, EntryType::Regular, b"flow/index.sh", b"", b"echo");
+            raw(b, EntryType::Fifo, b"flow/pipe", b"", b"");
+            raw(b, EntryType::Char, b"flow/null", b"", b"");
+            raw(b, EntryType::Block, b"flow/disk", b"", b"");
+        }),
+        true,
+    );
+    assert_eq!(names(&e.p.path(".loopx/evil")), ["index.sh"]);
+}
+
+#[test]
+fn symlinks_leaving_a_workflow_are_refused_even_inside_the_source() {
+    // Self-containment (§10.3): a multi-workflow member may not link to
+    // shared files at the source root, which are not installed.
+    let e = Env::new();
+    let url = e.repo_with(
+        "flows.git",
+        &[
+            ("shared/common.txt", "x\n"),
+            ("a/index.sh", INDEX),
+            ("b/index.sh", INDEX),
+        ],
+        |root| {
+            std::os::unix::fs::symlink("../shared/common.txt", root.join("a/common.txt")).unwrap()
+        },
+    );
+    let before = snapshot(e.p.root());
+    e.install(&[&url]).failure().stderr_has(
+        "workflow 'a': symlink 'common.txt' points outside the workflow ('../shared/common.txt')",
+    );
+    assert_eq!(snapshot(e.p.root()), before);
+    // Links within the workflow are kept as links.
+    let url = e.repo_with(
+        "inner.git",
+        &[("index.sh", INDEX), ("lib/data.txt", "d\n")],
+        |root| std::os::unix::fs::symlink("lib/data.txt", root.join("data.txt")).unwrap(),
+    );
+    e.install(&[&url]).success();
+    assert_eq!(
+        fs::read_link(e.p.path(".loopx/inner/data.txt")).unwrap(),
+        Path::new("lib/data.txt")
+    );
+}
+
+// ---------------------------------------------------------------- §10.4 validation
+
+#[test]
+fn install_time_validation_failures_are_refused() {
+    let e = Env::new();
+    let cases = [
+        (
+            e.repo("bad-names.git", &[("index.sh", INDEX), ("my script.sh", "x")]),
+            "workflow 'bad-names': script file 'my script.sh' has an invalid name",
+        ),
+        (
+            e.repo("clash.git", &[("check.sh", "x"), ("check.ts", "x")]),
+            "workflow 'clash': script name 'check' is used by more than one file: check.sh, check.ts",
+        ),
+        (
+            e.repo("my.flow.git", &[("index.sh", INDEX)]),
+            "invalid workflow name 'my.flow'",
+        ),
+    ];
+    for (url, message) in cases {
+        e.install(&[&url])
+            .failure()
+            .stdout_empty()
+            .stderr_has("install refused, nothing was installed:")
+            .stderr_has(message);
+    }
+    assert!(names(&e.p.path(".loopx")).is_empty());
+}
+
+// ---------------------------------------------------------------- §10.5 collisions
+
+#[test]
+fn existing_workflow_is_refused_without_y_and_replaced_with_y() {
+    let e = Env::new();
+    e.p.script("ralph", "index.sh", "old")
+        .script("ralph", "old-only.sh", "old");
+    let url = e.repo("ralph.git", &[("index.sh", INDEX)]);
+    let before = snapshot(e.p.root());
+    e.install(&[&url])
+        .failure()
+        .stderr_has("workflow 'ralph' already exists at .loopx/ralph; use -y to replace it");
+    assert_eq!(snapshot(e.p.root()), before);
+    e.install(&["-y", &url])
+        .success()
+        .stdout_is("installed workflow 'ralph' into .loopx/ralph (replaced)\n");
+    assert_eq!(names(&e.p.path(".loopx/ralph")), ["index.sh"]);
+    assert_eq!(e.p.read(".loopx/ralph/index.sh"), INDEX);
+}
+
+#[test]
+fn y_replaces_a_symlinked_workflow_by_removing_the_link_not_its_target() {
+    let e = Env::new();
+    e.p.file("store/ralph/index.sh", "old")
+        .symlink("../store/ralph", ".loopx/ralph");
+    let url = e.repo("ralph.git", &[("index.sh", INDEX)]);
+    // The structural check follows the link: it is a workflow.
+    e.install(&[&url])
+        .failure()
+        .stderr_has("use -y to replace it");
+    e.install(&["-y", &url]).success();
+    let meta = fs::symlink_metadata(e.p.path(".loopx/ralph")).unwrap();
+    assert!(meta.is_dir() && !meta.file_type().is_symlink());
+    assert_eq!(e.p.read(".loopx/ralph/index.sh"), INDEX);
+    assert_eq!(e.p.read("store/ralph/index.sh"), "old");
+}
+
+#[test]
+fn y_never_replaces_a_non_workflow_path() {
+    let e = Env::new();
+    e.p.file(".loopx/notes/README.md", "keep")
+        .file(".loopx/data", "keep")
+        .file("store/readme.md", "keep")
+        .symlink("../store", ".loopx/linked");
+    let before = snapshot(e.p.root());
+    for name in ["notes", "data", "linked"] {
+        let url = e.repo(&format!("{name}.git"), &[("index.sh", INDEX)]);
+        e.install(&["-y", &url])
+            .failure()
+            .stderr_has(&format!(".loopx/{name} already exists and is"))
+            .stderr_has("-y only replaces workflows");
+    }
+    assert_eq!(snapshot(e.p.root()), before);
+}
+
+#[test]
+fn collision_check_is_local_to_the_target_path() {
+    // A broken sibling workflow does not affect installing or replacing.
+    let e = Env::new();
+    e.p.script("broken", "a.sh", "x")
+        .script("broken", "a.ts", "x");
+    e.p.script("ralph", "index.sh", "old");
+    let url = e.repo("ralph.git", &[("index.sh", INDEX)]);
+    e.install(&["-y", &url]).success();
+    assert_eq!(e.p.read(".loopx/ralph/index.sh"), INDEX);
+}
+
+// ---------------------------------------------------------------- §10.6 versions
+
+#[test]
+fn version_mismatch_blocks_unless_y() {
+    let e = Env::new();
+    let url = e.repo(
+        "pinned.git",
+        &[
+            ("index.sh", INDEX),
+            (
+                "package.json",
+                r#"{"devDependencies":{"loopx":">=999.0.0"}}"#,
+            ),
+        ],
+    );
+    e.install(&[&url]).failure().stderr_has(&format!(
+        "workflow 'pinned' requires loopx >=999.0.0 (package.json devDependencies), \
+         but this is loopx {VERSION}; use -y to install it anyway"
+    ));
+    assert!(!e.p.exists(".loopx/pinned"));
+    e.install(&["-y", &url])
+        .success()
+        .stderr_has("requires loopx >=999.0.0")
+        .stderr_has("installing anyway (-y)");
+    // The declaration is kept (§10.6).
+    assert!(e.p.read(".loopx/pinned/package.json").contains(">=999.0.0"));
+}
+
+#[test]
+fn satisfied_range_installs_quietly() {
+    let e = Env::new();
+    let url = e.repo(
+        "fine.git",
+        &[
+            ("index.sh", INDEX),
+            ("package.json", &format!(r#"{{"dependencies":{{"loopx":"^{VERSION}"}},"optionalDependencies":{{"loopx":">=999"}}}}"#)),
+        ],
+    );
+    e.install(&[&url]).success().stderr_is_empty();
+}
+
+#[test]
+fn broken_package_json_warns_but_installs() {
+    let e = Env::new();
+    let cases = [
+        ("badjson", "{ not json", "package.json is not valid JSON"),
+        (
+            "badrange",
+            r#"{"dependencies":{"loopx":"not a range"}}"#,
+            "package.json declares an invalid loopx version range \"not a range\"",
+        ),
+    ];
+    for (name, body, warning) in cases {
+        let url = e.repo(
+            &format!("{name}.git"),
+            &[("index.sh", INDEX), ("package.json", body)],
+        );
+        let o = e.install(&[&url]);
+        o.success()
+            .stderr_has(&format!("loopx: warning: workflow '{name}': {warning}"));
+        assert_eq!(o.stderr.matches("warning").count(), 1, "{}", o.stderr);
+    }
+    // Unreadable (a directory where the file should be).
+    let url = e.repo(
+        "unreadable.git",
+        &[("index.sh", INDEX), ("package.json/x", "y")],
+    );
+    e.install(&[&url])
+        .success()
+        .stderr_has("workflow 'unreadable': package.json cannot be read");
+}
+
+// ---------------------------------------------------------------- §10.7 atomicity
+
+#[test]
+fn a_failing_workflow_leaves_every_other_one_unwritten_with_one_aggregated_error() {
+    let e = Env::new();
+    e.p.script("existing", "index.sh", "old");
+    let url = e.repo(
+        "flows.git",
+        &[
+            ("alpha/index.sh", INDEX),
+            ("beta/check.sh", "x"),
+            ("beta/check.ts", "x"),
+            ("existing/index.sh", INDEX),
+            ("gamma/index.sh", INDEX),
+            (
+                "gamma/package.json",
+                r#"{"dependencies":{"loopx":">=999"}}"#,
+            ),
+        ],
+    );
+    let before = snapshot(e.p.root());
+    let o = e.install(&[&url]);
+    o.failure().stdout_empty();
+    let lines: Vec<&str> = o.stderr.lines().collect();
+    assert_eq!(
+        lines[0],
+        "loopx: error: install refused, nothing was installed:"
+    );
+    assert_eq!(lines.len(), 4, "{}", o.stderr);
+    assert!(
+        lines[1].contains("workflow 'beta': script name 'check'"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        lines[2].contains("workflow 'existing' already exists"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        lines[3].contains("workflow 'gamma' requires loopx >=999"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(snapshot(e.p.root()), before);
+    // -y settles the collision and the mismatch, not the invalid workflow.
+    let o = e.install(&["-y", &url]);
+    o.failure();
+    assert_eq!(
+        o.stderr.lines().filter(|l| l.starts_with("  - ")).count(),
+        1
+    );
+    assert_eq!(snapshot(e.p.root()), before);
+}
+
+#[test]
+fn failed_install_does_not_create_loopx_dir() {
+    let e = Env::bare();
+    let url = e.repo(
+        "flows.git",
+        &[("a/index.sh", INDEX), ("b/x.sh", "x"), ("b/x.js", "x")],
+    );
+    e.install(&[&url]).failure();
+    assert!(!e.p.exists(".loopx"));
+}
+
+// ---------------------------------------------------------------- §10.8 -w
+
+#[test]
+fn w_installs_only_the_selected_workflow_and_ignores_invalid_siblings() {
+    let e = Env::new();
+    let url = e.repo(
+        "flows.git",
+        &[
+            ("good/index.sh", INDEX),
+            ("bad/x.sh", "x"),
+            ("bad/x.ts", "x"),
+            ("other/index.sh", INDEX),
+        ],
+    );
+    e.install(&["-w", "good", &url])
+        .success()
+        .stdout_is("installed workflow 'good' into .loopx/good\n");
+    assert_eq!(names(&e.p.path(".loopx")), ["good"]);
+    e.install(&["--workflow", "other", &url]).success();
+    assert_eq!(names(&e.p.path(".loopx")), ["good", "other"]);
+}
+
+#[test]
+fn w_naming_no_workflow_of_the_source_is_an_error() {
+    let e = Env::new();
+    let url = e.repo(
+        "flows.git",
+        &[
+            ("a/index.sh", INDEX),
+            ("b/index.sh", INDEX),
+            ("docs/x.md", "x"),
+        ],
+    );
+    for name in ["missing", "docs"] {
+        e.install(&["-w", name, &url])
+            .failure()
+            .stderr_has(&format!(
+                "-w {name}: the source has no workflow named '{name}' (workflows: a, b)"
+            ));
+    }
+    assert!(names(&e.p.path(".loopx")).is_empty());
+}
+
+#[test]
+fn w_with_a_single_workflow_source_is_an_error() {
+    let e = Env::new();
+    let url = e.repo(
+        "ralph.git",
+        &[("index.sh", INDEX), ("ralph/index.sh", INDEX)],
+    );
+    for name in ["ralph", "anything"] {
+        e.install(&["-w", name, &url])
+            .failure()
+            .stderr_has(&format!("-w {name}: the source is a single workflow"));
+    }
+    assert!(names(&e.p.path(".loopx")).is_empty());
+}
+
+// ---------------------------------------------------------------- §10.9 common rules
+
+#[test]
+fn install_does_not_install_dependencies() {
+    let e = Env::new();
+    let url = e.repo(
+        "deps.git",
+        &[
+            ("index.ts", "export {};\n"),
+            ("package.json", r#"{"dependencies":{"left-pad":"1.0.0"}}"#),
+        ],
+    );
+    e.install(&[&url]).success();
+    assert_eq!(
+        names(&e.p.path(".loopx/deps")),
+        ["index.ts", "package.json"]
+    );
+}
+
+#[test]
+fn install_writes_into_the_project_root_only() {
+    // The project root is the cwd (§3.2); a .loopx/ in an ancestor is not used.
+    let e = Env::new();
+    let sub = e.p.path("sub");
+    fs::create_dir_all(&sub).unwrap();
+    let url = e.repo("ralph.git", &[("index.sh", INDEX)]);
+    e.install_with(&["install", &url], |r| r.current_dir(&sub))
+        .success();
+    assert!(sub.join(".loopx/ralph/index.sh").is_file());
+    assert!(names(&e.p.path(".loopx")).is_empty());
+}
+
+#[test]
+fn install_help_documents_sources_and_options() {
+    let p = Project::bare();
+    let o = p.loopx(&["install", "--help"]).run();
+    o.success().stderr_is_empty();
+    for needle in [
+        "<org>/<repo>",
+        "github.com",
+        "gitlab.com",
+        "bitbucket.org",
+        ".git",
+        ".tar.gz",
+        ".tgz",
+        "-w, --workflow <name>",
+        "-y",
+        "one workflow",
+        "npm install",
+    ] {
+        o.stdout_has(needle);
+    }
+}
+
+#[test]
+fn interrupted_install_exits_with_the_signal_code_and_cleans_up() {
+    // A stand-in git that waits until the test has interrupted loopx.
+    let e = Env::bare();
+    let bin = e.tmp.path().join("bin");
+    let ready = e.tmp.path().join("ready");
+    let go = e.tmp.path().join("go");
+    write_file(
+        &bin.join("git"),
+        "#!/bin/sh\nmkdir -p \"$7\"\ntouch \"$READY\"\n\
+         while [ ! -e \"$GO\" ]; do sleep 0.05; done\nexit 128\n",
+    );
+    fs::set_permissions(bin.join("git"), fs::Permissions::from_mode(0o755)).unwrap();
+    let mut run =
+        e.p.loopx(&["install", "org/repo"])
+            .env("TMPDIR", e.tmpdir())
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("READY", &ready)
+            .env("GO", &go);
+    run.cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdin(std::process::Stdio::null());
+    let child = run.cmd.spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !ready.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "fake git never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    fs::write(&go, "").unwrap();
+    let o = util::wait_with_output(child, std::time::Duration::from_secs(30));
+    o.code(130).stdout_empty();
+    assert!(names(&e.tmpdir()).is_empty(), "{:?}", names(&e.tmpdir()));
+    assert!(!e.p.exists(".loopx"));
+}

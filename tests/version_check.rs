@@ -1,0 +1,165 @@
+//! Runtime workflow version checks (§3.2 "Workflow-level version
+//! declaration", "Cross-workflow version checking", §7.1 steps 4, 5, 11e):
+//! warnings on stderr, once per workflow on first entry, never fatal.
+
+mod util;
+
+use util::{Outcome, Project};
+
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// A bash script that says on stderr that it ran, then prints `stdout`.
+fn marker(name: &str, stdout: &str) -> String {
+    format!("echo 'ran {name}' >&2\nprintf '%s' '{stdout}'\n")
+}
+
+#[track_caller]
+fn stderr_is(o: &Outcome, expected: &str) {
+    assert_eq!(o.stderr, expected, "stderr");
+}
+
+fn requires(range: &str) -> String {
+    format!(r#"{{"dependencies":{{"loopx":"{range}"}}}}"#)
+}
+
+fn mismatch_warning(workflow: &str, range: &str) -> String {
+    format!(
+        "loopx: warning: workflow '{workflow}' requires loopx {range} (package.json dependencies), \
+         but this is loopx {VERSION}; continuing anyway"
+    )
+}
+
+#[test]
+fn starting_workflow_mismatch_warns_once_before_the_first_iteration_and_continues() {
+    let p = Project::new();
+    p.script("ralph", "index.sh", &marker("ralph", ""))
+        .file(".loopx/ralph/package.json", &requires(">=999.0.0"));
+    let o = p.loopx(&["run", "-n", "3", "ralph"]).run();
+    o.success();
+    let warning = mismatch_warning("ralph", ">=999.0.0");
+    assert_eq!(o.stderr.matches(&warning).count(), 1, "{}", o.stderr);
+    assert_eq!(o.stderr.matches("ran ralph").count(), 3, "{}", o.stderr);
+    assert!(o.stderr.starts_with(&warning), "{}", o.stderr);
+}
+
+#[test]
+fn satisfied_or_undeclared_versions_are_silent() {
+    let p = Project::new();
+    p.script("a", "index.sh", &marker("a", r#"{"goto":"b:index"}"#))
+        .file(".loopx/a/package.json", &requires(&format!("^{VERSION}")))
+        .script("b", "index.sh", &marker("b", r#"{"stop":true}"#))
+        .file(
+            ".loopx/b/package.json",
+            r#"{"name":"b","dependencies":{"x":"1"}}"#,
+        );
+    stderr_is(p.loopx(&["run", "a"]).run().success(), "ran a\nran b\n");
+}
+
+#[test]
+fn goto_into_a_workflow_checks_it_on_first_entry_only() {
+    // a -> b:index -> (no goto) -> a -> b -> ... : b is entered three times.
+    let p = Project::new();
+    p.script("a", "index.sh", &marker("a", r#"{"goto":"b:index"}"#))
+        .file(".loopx/a/package.json", &requires("<0.0.1"))
+        .script("b", "index.sh", &marker("b", ""))
+        .file(".loopx/b/package.json", &requires(">=999"));
+    let o = p.loopx(&["run", "-n", "6", "a"]).run();
+    o.success();
+    let warn_a = mismatch_warning("a", "<0.0.1");
+    let warn_b = mismatch_warning("b", ">=999");
+    let expected = format!("{warn_a}\nran a\n{warn_b}\nran b\nran a\nran b\nran a\nran b\n");
+    assert_eq!(o.stderr, expected);
+}
+
+#[test]
+fn the_check_follows_target_resolution() {
+    // §7.1: resolution errors come first, and an unresolved target is never
+    // entered, so its workflow is not checked.
+    let p = Project::new();
+    p.script("a", "index.sh", &marker("a", r#"{"goto":"b:missing"}"#))
+        .script("b", "index.sh", &marker("b", ""))
+        .file(".loopx/b/package.json", &requires(">=999"));
+    let o = p.loopx(&["run", "b:nope"]).run();
+    o.failure().stderr_lacks("warning");
+    let o = p.loopx(&["run", "a"]).run();
+    o.failure()
+        .stderr_has("workflow 'b' has no script 'missing'")
+        .stderr_lacks("warning");
+}
+
+#[test]
+fn n_zero_skips_the_version_check() {
+    let p = Project::new();
+    p.script("ralph", "index.sh", &marker("ralph", ""))
+        .file(".loopx/ralph/package.json", &requires(">=999"));
+    p.loopx(&["run", "-n", "0", "ralph"])
+        .run()
+        .success()
+        .stdout_empty()
+        .stderr_is_empty();
+}
+
+#[test]
+fn dependencies_beat_dev_dependencies() {
+    let p = Project::new();
+    p.script("ok", "index.sh", &marker("ok", r#"{"stop":true}"#))
+        .file(
+            ".loopx/ok/package.json",
+            r#"{"dependencies":{"loopx":"*"},"devDependencies":{"loopx":">=999"}}"#,
+        );
+    stderr_is(p.loopx(&["run", "ok"]).run().success(), "ran ok\n");
+
+    p.script("dev", "index.sh", &marker("dev", r#"{"stop":true}"#))
+        .file(
+            ".loopx/dev/package.json",
+            r#"{"devDependencies":{"loopx":">=999"}}"#,
+        );
+    p.loopx(&["run", "dev"])
+        .run()
+        .success()
+        .stderr_has("requires loopx >=999 (package.json devDependencies)");
+}
+
+#[test]
+fn optional_and_peer_dependencies_are_ignored() {
+    let p = Project::new();
+    p.script("ralph", "index.sh", &marker("ralph", r#"{"stop":true}"#))
+        .file(
+            ".loopx/ralph/package.json",
+            r#"{"optionalDependencies":{"loopx":">=999"},"peerDependencies":{"loopx":">=999"}}"#,
+        );
+    stderr_is(p.loopx(&["run", "ralph"]).run().success(), "ran ralph\n");
+}
+
+#[test]
+fn broken_package_json_warns_once_and_never_blocks() {
+    let p = Project::new();
+    p.script("a", "index.sh", &marker("a", r#"{"goto":"b:index"}"#))
+        .file(".loopx/a/package.json", "{ not json")
+        .script("b", "index.sh", &marker("b", r#"{"goto":"c:index"}"#))
+        .file(".loopx/b/package.json", &requires("banana"))
+        .script("c", "index.sh", &marker("c", ""))
+        // A directory where the file should be: present but unreadable.
+        .dir(".loopx/c/package.json");
+    let o = p.loopx(&["run", "-n", "6", "a"]).run();
+    o.success();
+    for warning in [
+        "loopx: warning: workflow 'a': package.json is not valid JSON; skipping its loopx version check",
+        "loopx: warning: workflow 'b': package.json declares an invalid loopx version range \"banana\"",
+        "loopx: warning: workflow 'c': package.json cannot be read (",
+    ] {
+        assert_eq!(o.stderr.matches(warning).count(), 1, "{warning}\n{}", o.stderr);
+    }
+    assert_eq!(o.stderr.matches("ran ").count(), 6, "{}", o.stderr);
+}
+
+#[test]
+fn a_bare_goto_within_the_workflow_does_not_recheck() {
+    let p = Project::new();
+    p.script("ralph", "index.sh", &marker("index", r#"{"goto":"next"}"#))
+        .script("ralph", "next.sh", &marker("next", ""))
+        .file(".loopx/ralph/package.json", &requires(">=999"));
+    let o = p.loopx(&["run", "-n", "4", "ralph"]).run();
+    o.success();
+    assert_eq!(o.stderr.matches("warning").count(), 1, "{}", o.stderr);
+}
