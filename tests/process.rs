@@ -461,3 +461,24 @@ fn scripts_inherit_no_descriptors_of_loopx() {
     assert_eq!(out.exit, "0", "{}", out.transcript);
     assert_eq!(p.read("fds"), format!("{baseline}{baseline}"));
 }
+
+#[test]
+fn terminal_modes_are_restored_after_a_script_killed_in_raw_mode() {
+    // A full-screen program killed while the terminal is raw leaves it raw;
+    // loopx puts back the modes it started with before it exits.
+    let p = Project::new();
+    p.script("w", "index.sh", "stty raw -echo </dev/tty\nkill -9 $$\n");
+    let argv: Vec<String> = vec![
+        "/bin/bash".into(),
+        "-c".into(),
+        "\"$0\" run w; echo \"loopx=$?\" > loopx.status; stty -a </dev/tty > modes".into(),
+        loopx_bin().to_string_lossy().into_owned(),
+    ];
+    let out = run_program_on_pty(&p, &argv, &[]);
+    assert_eq!(out.exit, "0", "{}", out.transcript);
+    assert_eq!(p.read("loopx.status"), "loopx=1\n");
+    let modes = p.read("modes");
+    let flags: Vec<&str> = modes.split([' ', ';', '\n']).collect();
+    assert!(flags.contains(&"icanon"), "{modes}");
+    assert!(flags.contains(&"echo"), "{modes}");
+}
