@@ -171,6 +171,18 @@ pub fn file_url(path: &Path) -> OsString {
     url.into()
 }
 
+/// `register.mjs?tsx=<tsx loader URL>`: tells the loopx hooks which tsx
+/// follows them, so that on Node's hooks thread they load tsx's module graph
+/// before they join the hook chain (loader/hooks.mjs says why that matters).
+/// file_url() leaves only unreserved characters, `/`, `:` and `%XX` escapes,
+/// so escaping `%` once more makes the URL a query value read back intact.
+fn register_with_tsx(register: &OsStr, tsx_loader: &OsStr) -> OsString {
+    let mut arg = register.to_os_string();
+    arg.push("?tsx=");
+    arg.push(tsx_loader.to_string_lossy().replace('%', "%25"));
+    arg
+}
+
 /// The first executable `name` on `path`.
 pub fn which(name: &str, path: Option<&OsStr>) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
@@ -369,12 +381,16 @@ impl Runtimes {
                 // The loopx hooks go first: hooks registered later run
                 // first, so tsx transforms what the loopx hooks return.
                 args.push("--import".into());
-                args.push(js.register.clone());
-                if let (NodePlan::Tsx, Some(loader)) = (&plan, &tsx) {
-                    args.push("--import".into());
-                    args.push(file_url(loader));
-                    // The classic JSX transform whatever tsconfig is around.
-                    env.push(("TSX_TSCONFIG_PATH".into(), js.tsconfig.clone()));
+                match (&plan, &tsx) {
+                    (NodePlan::Tsx, Some(loader)) => {
+                        let loader = file_url(loader);
+                        args.push(register_with_tsx(&js.register, &loader));
+                        args.push("--import".into());
+                        args.push(loader);
+                        // The classic JSX transform whatever tsconfig is around.
+                        env.push(("TSX_TSCONFIG_PATH".into(), js.tsconfig.clone()));
+                    }
+                    _ => args.push(js.register.clone()),
                 }
                 args.push(script_arg);
                 Ok(Program {
@@ -460,6 +476,18 @@ fn workflow_tsx(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn register_names_the_tsx_loader_as_a_query_value_read_back_intact() {
+        let loader = file_url(Path::new("/a b/50%/tsx/dist/loader.mjs"));
+        assert_eq!(loader, "file:///a%20b/50%25/tsx/dist/loader.mjs");
+        // URLSearchParams.get() decodes one level of escapes: what it reads
+        // back is `loader` itself.
+        assert_eq!(
+            register_with_tsx(OsStr::new("file:///pkg/loader/register.mjs"), &loader),
+            "file:///pkg/loader/register.mjs?tsx=file:///a%2520b/50%2525/tsx/dist/loader.mjs"
+        );
+    }
 
     #[test]
     fn loopx_js_runtime_values() {

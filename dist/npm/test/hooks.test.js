@@ -2,16 +2,24 @@
 // preload (loader/bun-preload.js), run the way the binary runs scripts:
 //   node --import register.mjs <script>                              (.js)
 //   TSX_TSCONFIG_PATH=loader/tsconfig.json \
-//     node --import register.mjs --import <tsx> <script>             (.ts/.tsx/.jsx)
+//     node --import register.mjs?tsx=<tsx> --import <tsx> <script>   (.ts/.tsx/.jsx)
 //   bun --no-install --preload bun-preload.js --jsx-runtime=classic ... <script>
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { BUN, BUN_PRELOAD, REGISTER, TSCONFIG, TSX_LOADER, run, tempDir, writeTree } from "./util.js";
 
 const RUNTIMES = {
   node: (script) => [process.execPath, ["--import", REGISTER, script], {}],
-  tsx: (script) => [process.execPath, ["--import", REGISTER, "--import", TSX_LOADER, script], { TSX_TSCONFIG_PATH: TSCONFIG }],
+  // As the binary passes it: register.mjs names tsx's loader (?tsx=) so the
+  // loopx hooks load tsx's module graph before joining the chain.
+  tsx: (script) => [
+    process.execPath,
+    ["--import", `${pathToFileURL(REGISTER).href}?tsx=${encodeURIComponent(TSX_LOADER)}`, "--import", TSX_LOADER, script],
+    { TSX_TSCONFIG_PATH: TSCONFIG },
+  ],
   bun: (script) => [
     BUN,
     ["--no-install", "--preload", BUN_PRELOAD, "--jsx-runtime=classic", "--jsx-factory=React.createElement",
@@ -204,4 +212,18 @@ test("node: a missing package other than loopx still fails as usual", async (t) 
   const r = await runScript("node", dir, "index.js");
   assert.notEqual(r.code, 0);
   assert.match(r.stderr, /Cannot find package 'not-installed-anywhere'/);
+});
+
+test("tsx: the files register.mjs and hooks.mjs load ahead of tsx exist in the tsx this package ships", () => {
+  // They are only a head start (a missing one is skipped silently), so a tsx
+  // upgrade that moves them would make TS scripts slower without failing
+  // anything else: this test notices.
+  const pkg = JSON.parse(readFileSync(new URL("../package.json", TSX_LOADER), "utf8"));
+  assert.equal(fileURLToPath(TSX_LOADER), fileURLToPath(new URL("loader.mjs", TSX_LOADER)));
+  // The CommonJS loader warmed on the main thread is the very module tsx's
+  // loader imports (as "#cjs-loader"), so tsx's require hooks register once.
+  assert.equal(new URL(pkg.imports["#cjs-loader"], new URL("../", TSX_LOADER)).href, new URL("cjs/index.cjs", TSX_LOADER).href);
+  assert.match(readFileSync(new URL("loader.mjs", TSX_LOADER), "utf8"), /import\s*"#cjs-loader"/);
+  // The hooks-thread graph is tsx's public esm/api entry.
+  assert.equal(new URL(pkg.exports["./esm/api"].import.default, new URL("../", TSX_LOADER)).href, new URL("esm/api/index.mjs", TSX_LOADER).href);
 });
