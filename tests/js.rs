@@ -31,15 +31,16 @@ fn node() -> PathBuf {
     which("node").expect("node must be on PATH for the JS/TS tests")
 }
 
-/// Bun: on PATH (CI puts it there), else where .ci/run installs it.
-fn bun() -> PathBuf {
-    which("bun")
-        .or_else(|| {
-            let home = std::env::var_os("HOME")?;
-            let p = Path::new(&home).join(".cache/loopx-ci/node_modules/.bin/bun");
-            p.is_file().then_some(p)
-        })
-        .expect("bun not found on PATH nor in ~/.cache/loopx-ci (.ci/run installs it)")
+/// A tsx in the project's node_modules that fails any script it loads.
+fn broken_project_tsx(p: &Project) {
+    p.file(
+        "node_modules/tsx/package.json",
+        r#"{ "name": "tsx", "exports": { ".": "./broken.mjs" } }"#,
+    );
+    p.file(
+        "node_modules/tsx/broken.mjs",
+        "throw new Error(\"the project's tsx was used\");\n",
+    );
 }
 
 /// A Node with built-in type stripping (>= 22.18): LOOPX_TEST_NODE22, else
@@ -750,14 +751,7 @@ fn tsx_is_found_on_path() {
 fn the_package_tsx_wins_over_the_project_one() {
     let p = Project::new();
     // A broken tsx in the project: using it would fail the script.
-    p.file(
-        "node_modules/tsx/package.json",
-        r#"{ "name": "tsx", "exports": { ".": "./broken.mjs" } }"#,
-    );
-    p.file(
-        "node_modules/tsx/broken.mjs",
-        "throw new Error(\"the project's tsx was used\");\n",
-    );
+    broken_project_tsx(&p);
     p.script("wf", "index.ts", &to_sink("(\"ok\" as string)"));
     sink(&p, "wf", "got");
     run_packaged(&p, "wf").run().success();
@@ -976,14 +970,7 @@ fn after_delegation_import_loopx_resolves_to_the_local_versions_helpers() {
 #[test]
 fn an_unusable_loopx_tsx_falls_back_to_the_workflow_tsx_before_the_project_one() {
     let p = Project::new();
-    p.file(
-        "node_modules/tsx/package.json",
-        r#"{ "name": "tsx", "exports": { ".": "./broken.mjs" } }"#,
-    );
-    p.file(
-        "node_modules/tsx/broken.mjs",
-        "throw new Error(\"the project's tsx was used\");\n",
-    );
+    broken_project_tsx(&p);
     p.symlink(
         &tsx_dir().display().to_string(),
         ".loopx/wf/node_modules/tsx",

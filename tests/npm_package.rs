@@ -15,16 +15,6 @@ use std::sync::OnceLock;
 
 use util::*;
 
-fn bun() -> PathBuf {
-    which("bun")
-        .or_else(|| {
-            let home = std::env::var_os("HOME")?;
-            let p = Path::new(&home).join(".cache/loopx-ci/node_modules/.bin/bun");
-            p.is_file().then_some(p)
-        })
-        .expect("bun not found on PATH nor in ~/.cache/loopx-ci (.ci/run installs it)")
-}
-
 #[track_caller]
 fn check(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));

@@ -388,3 +388,14 @@ pub fn which(name: &str) -> Option<PathBuf> {
         .map(|d| d.join(name))
         .find(|p| p.is_file())
 }
+
+/// Bun: on PATH (CI puts it there), else where .ci/run installs it.
+pub fn bun() -> PathBuf {
+    which("bun")
+        .or_else(|| {
+            let home = std::env::var_os("HOME")?;
+            let p = Path::new(&home).join(".cache/loopx-ci/node_modules/.bin/bun");
+            p.is_file().then_some(p)
+        })
+        .expect("bun not found on PATH nor in ~/.cache/loopx-ci (.ci/run installs it)")
+}
