@@ -27,6 +27,20 @@ fn heartbeat(file: &str) -> String {
     format!("while :; do echo x >> \"$LOOPX_PROJECT_ROOT/{file}\"; sleep 0.05; done")
 }
 
+/// A script that records its pid, starts a heartbeat job that ignores
+/// SIGINT (and SIGHUP, so a terminal's hang-up cannot be what ends it) and
+/// records the job's pid, says READY on stderr, then sleeps.
+fn script_with_stubborn_job() -> String {
+    format!(
+        "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\n\
+         ( trap '' INT HUP; {} ) &\n\
+         echo $! > \"$LOOPX_PROJECT_ROOT/job.pid\"\n\
+         echo READY >&2\n\
+         sleep 30\n",
+        heartbeat("hb")
+    )
+}
+
 /// Asserts that the heartbeat file no longer grows.
 #[track_caller]
 fn assert_heartbeat_stopped(p: &Project, file: &str) {
@@ -316,18 +330,7 @@ fn ctrl_c_at_the_terminal_leaves_no_process_of_the_group() {
     // terminal's hang-up cannot be what ends it): loopx must kill it when
     // the grace period ends, before it exits.
     let p = Project::new();
-    p.script(
-        "w",
-        "index.sh",
-        &format!(
-            "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\n\
-             ( trap '' INT HUP; {} ) &\n\
-             echo $! > \"$LOOPX_PROJECT_ROOT/job.pid\"\n\
-             echo READY >&2\n\
-             sleep 30\n",
-            heartbeat("hb")
-        ),
-    );
+    p.script("w", "index.sh", &script_with_stubborn_job());
     let started = Instant::now();
     let out = run_on_pty(
         &p,
@@ -352,18 +355,7 @@ fn second_ctrl_c_at_the_terminal_kills_the_rest_of_the_group_at_once() {
     // Ctrl-C reaches loopx: SIGKILL to the group without waiting out the
     // grace period.
     let p = Project::new();
-    p.script(
-        "w",
-        "index.sh",
-        &format!(
-            "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\n\
-             ( trap '' INT HUP; {} ) &\n\
-             echo $! > \"$LOOPX_PROJECT_ROOT/job.pid\"\n\
-             echo READY >&2\n\
-             sleep 30\n",
-            heartbeat("hb")
-        ),
-    );
+    p.script("w", "index.sh", &script_with_stubborn_job());
     let started = Instant::now();
     let out = run_on_pty(
         &p,
