@@ -23,9 +23,10 @@
 //! nothing until it reads a line `next` on stdin: the loop is pulled by the
 //! consumer. EOF on stdin means the consumer is gone (`break`, `return()`
 //! between iterations, or its process exited): the loop ends quietly with
-//! `done`. EOF is only looked at between iterations, so a consumer that goes
-//! away while a script runs lets that script finish, and nothing starts
-//! after it. SIGTERM behaves as in the CLI (forwarded to the script's group,
+//! `done`. If the channel closes while a script runs (the consumer's process
+//! exited or died: the JS side itself never closes it then), the script's
+//! group is terminated as for SIGTERM and the loop ends the same quiet way.
+//! SIGTERM behaves as in the CLI (forwarded to the script's group,
 //! SIGKILL after the grace period), which is how the JS side cancels a
 //! running script (`return()` or an abort during an iteration).
 //!
@@ -33,6 +34,7 @@
 //! the package that was imported, which is already the project's pinned one.
 
 use std::io::{self, Write};
+use std::os::fd::RawFd;
 
 use crate::cli::RunArgs;
 use crate::engine::{self, Observer};
@@ -128,6 +130,10 @@ impl Observer for Api {
         }
         wait_for_next(signals)
     }
+
+    fn consumer(&self) -> Option<RawFd> {
+        Some(0)
+    }
 }
 
 /// Runs the machine mode; every outcome is reported on the channel, so the
@@ -143,7 +149,9 @@ pub fn run(protocol: &str, args: &RunArgs) -> Result<(), Error> {
         return Err(Error::Reported { code: 1 });
     }
     match engine::run(args, &mut Api) {
-        Ok(()) => {
+        // A consumer gone mid-script ends the loop like one gone between
+        // iterations: quietly, as `break` does (§9.1).
+        Ok(()) | Err(Error::ConsumerGone) => {
             // After EOF on stdin the consumer may be gone altogether (its
             // process exited): a closed channel is then no failure to report.
             let _ = send("{\"type\":\"done\"}");

@@ -2,6 +2,7 @@
 //! script per iteration with goto transitions, stop and the -n limit.
 
 use std::ffi::OsString;
+use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 
 use crate::cli::RunArgs;
@@ -173,6 +174,12 @@ pub trait Observer {
     fn shares_terminal(&self) -> bool {
         false
     }
+
+    /// A descriptor whose hang-up while a script runs means the consumer is
+    /// gone (process::Launch::consumer). Only the API has one.
+    fn consumer(&self) -> Option<RawFd> {
+        None
+    }
 }
 
 /// The CLI's observer: nothing to report, never pauses.
@@ -251,6 +258,7 @@ pub fn run(args: &RunArgs, observer: &mut dyn Observer) -> Result<(), Error> {
                 runtime_env: &program.env,
                 stdin: stdin.as_deref().map(str::as_bytes),
                 terminal: terminal.as_ref(),
+                consumer: observer.consumer(),
             },
             &mut signals,
         )?;

@@ -162,6 +162,9 @@ pub enum Error {
         dir: PathBuf,
         err: io::Error,
     },
+    /// The API's consumer went away while a script ran; the script's group
+    /// was terminated (process.rs) and the loop ends quietly (§9.1).
+    ConsumerGone,
     /// Already reported through the API channel (api.rs); only the exit
     /// code remains.
     Reported {
@@ -210,7 +213,10 @@ impl Error {
     pub fn is_silent(&self) -> bool {
         matches!(
             self,
-            Error::Interrupted { .. } | Error::StdoutClosed | Error::Reported { .. }
+            Error::Interrupted { .. }
+                | Error::StdoutClosed
+                | Error::Reported { .. }
+                | Error::ConsumerGone
         )
     }
 }
@@ -427,6 +433,7 @@ impl fmt::Display for Error {
             ),
             Error::StdoutClosed => f.write_str("stdout is closed"),
             Error::Reported { code } => write!(f, "failed with exit code {code}"),
+            Error::ConsumerGone => f.write_str("the API consumer went away"),
             Error::Interrupted { signal } => {
                 write!(f, "interrupted by {}", signal_name(*signal))
             }

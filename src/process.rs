@@ -39,6 +39,11 @@ pub struct Launch<'a> {
     pub stdin: Option<&'a [u8]>,
     /// The terminal to hand to the script while it runs (see `Terminal`).
     pub terminal: Option<&'a Terminal>,
+    /// The API channel (api.rs). If its other end closes while the script
+    /// runs, the consumer's process is gone: §9.1's consumer-driven
+    /// cancellation (SIGTERM to the group, SIGKILL after the grace period),
+    /// rather than an agent running on for hours for nobody.
+    pub consumer: Option<RawFd>,
 }
 
 fn set_nonblocking(fd: RawFd) -> io::Result<()> {
@@ -412,6 +417,8 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
     // §7.3: set when an interrupt was forwarded; SIGKILL follows at this time.
     let mut deadline: Option<Instant> = None;
     let mut killed = false;
+    let mut consumer = launch.consumer;
+    let mut abandoned = false;
 
     let status = loop {
         let none = libc::pollfd {
@@ -419,7 +426,7 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
             events: 0,
             revents: 0,
         };
-        let mut fds = [none; 3];
+        let mut fds = [none; 4];
         fds[0] = libc::pollfd {
             fd: signals.fd(),
             events: libc::POLLIN,
@@ -433,6 +440,11 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
         if let Some(fd) = &stdin {
             fds[2].fd = fd.as_raw_fd();
             fds[2].events = libc::POLLOUT;
+        }
+        if let Some(fd) = consumer {
+            // No events asked: only a hang-up (always reported) matters, and
+            // a stray request line must not make poll spin.
+            fds[3].fd = fd;
         }
         let timeout = match deadline {
             Some(d) => d
@@ -451,6 +463,14 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
         }
 
         let ev = signals.drain();
+        if fds[3].revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+            consumer = None;
+            if signals.interrupted().is_none() && !abandoned {
+                abandoned = true;
+                kill_group(pid, libc::SIGTERM);
+                deadline = Some(Instant::now() + GRACE);
+            }
+        }
         if let Some(sig) = ev.first_interrupt {
             // §7.3: forward to the whole group, then allow the grace period.
             kill_group(pid, sig);
@@ -540,6 +560,15 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
             terminal.restore_modes();
         }
         return Err(Error::Interrupted { signal: sig });
+    }
+    if abandoned {
+        let deadline = if killed {
+            Instant::now()
+        } else {
+            deadline.unwrap_or_else(|| Instant::now() + GRACE)
+        };
+        wait_for_group(pid, signals, deadline);
+        return Err(Error::ConsumerGone);
     }
     match status {
         Status::Code(0) => Ok(captured),

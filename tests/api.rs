@@ -71,24 +71,42 @@ fn api_mode_pulls_each_iteration_with_next_and_ends_on_eof() {
 }
 
 #[test]
-fn api_mode_consumer_gone_during_a_script_lets_it_finish_and_starts_nothing() {
+fn api_mode_consumer_gone_during_a_script_terminates_its_group_and_starts_nothing() {
+    // The channel closes while the script runs: the consumer's process is
+    // gone (§9.1, consumer-driven cancellation). The script and its
+    // background grandchild are terminated; nothing else starts.
     let p = Project::new();
     p.script(
         "w",
         "index.sh",
         "echo ran >> \"$LOOPX_PROJECT_ROOT/log\"\n\
+         sleep 300 &\n\
+         echo $! > \"$LOOPX_PROJECT_ROOT/grandchild\"\n\
          : > \"$LOOPX_PROJECT_ROOT/ready\"\n\
-         while [ ! -e \"$LOOPX_PROJECT_ROOT/go\" ]; do sleep 0.01; done\n\
+         wait\n\
          printf '{\"result\":\"x\"}'\n",
     );
     let mut child = spawn_api(&p, &["1", "--", "w"]);
     wait_for_file(&p, "ready");
+    let grandchild: i32 = p.read("grandchild").trim().parse().expect("pid");
+    let started = Instant::now();
     drop(child.stdin.take());
-    p.file("go", "");
     let out = wait_with_output(child, Duration::from_secs(20));
     out.success()
-        .stdout_is("{\"type\":\"output\",\"output\":{\"result\":\"x\"}}\n{\"type\":\"done\"}\n")
+        .stdout_is("{\"type\":\"done\"}\n")
         .stderr_is_empty();
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "SIGTERM ended the group without waiting out the grace period"
+    );
+    // SAFETY-free check: signal 0 only asks whether the pid exists.
+    let alive = Command::new("kill")
+        .args(["-0", &grandchild.to_string()])
+        .stderr(Stdio::null())
+        .status()
+        .expect("kill -0")
+        .success();
+    assert!(!alive, "the script's grandchild outlived the consumer");
     assert_eq!(log_lines(&p), 1);
 }
 
@@ -157,12 +175,18 @@ fn api_mode_never_delegates_to_a_project_local_loopx() {
     let local = p.path("node_modules/.bin/loopx");
     std::fs::set_permissions(&local, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     p.script("w", "index.sh", "printf '{\"stop\":true}'\n");
-    p.loopx(&["__api", "1", "--", "w"])
-        .stdin(b"")
-        .run()
-        .success()
-        .stdout_is("{\"type\":\"output\",\"output\":{\"stop\":true}}\n{\"type\":\"done\"}\n")
-        .stderr_is_empty();
+    // The channel stays open, as a live consumer keeps it.
+    let mut child = spawn_api(&p, &["1", "--", "w"]);
+    let stdin = child.stdin.take();
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().expect("stdout"), &mut stdout)
+        .expect("read stdout");
+    assert_eq!(
+        stdout,
+        "{\"type\":\"output\",\"output\":{\"stop\":true}}\n{\"type\":\"done\"}\n"
+    );
+    drop(stdin);
+    assert_eq!(finish(child), (Some(0), String::new()));
     assert!(!p.exists("log"));
 }
 

@@ -582,6 +582,25 @@ await loop.next();
   assert.deepEqual(log(root), ["ran"]);
 });
 
+test("the application exiting while a script runs terminates the script's process group", T, async (t) => {
+  // No return(), no abort: the consumer's process is simply gone (it exited
+  // or crashed). The running script must not go on for nobody (§9.1).
+  const root = project(t, { "w/index.sh": BLOCKING, "w/next.sh": logged("next", { result: "x" }) });
+  const file = driver(t, `
+import { existsSync } from "node:fs";
+const loop = run("w", { cwd: ${JSON.stringify(root)} });
+loop.next();
+while (!existsSync(${JSON.stringify(join(root, "ready"))})) await new Promise((r) => setTimeout(r, 10));
+process.exit(0);
+`);
+  const r = await runProcess(process.execPath, [file], { timeout: 20000 });
+  assert.equal(r.code, 0, r.stderr);
+  const pid = grandchild(root);
+  // SIGTERM at once, well inside the 5 s grace period.
+  await waitFor(() => !isAlive(pid), 4000);
+  assert.deepEqual(log(root), ["blocking"]);
+});
+
 test("importing the package entry loads neither child_process nor the API code", T, async () => {
   const r = await runProcess(process.execPath, [
     "--input-type=module",
