@@ -81,6 +81,12 @@ pub enum Error {
         script: String,
         signal: i32,
     },
+    /// The script was stopped (SIGTTIN/SIGTTOU) for using the terminal while
+    /// loopx did not hold it, and was ended rather than left stopped.
+    ScriptNeedsTerminal {
+        script: String,
+        signal: i32,
+    },
     /// The script could not be started, e.g. its file vanished mid-loop (§5.1).
     Spawn {
         script: String,
@@ -326,6 +332,15 @@ impl fmt::Display for Error {
                 f,
                 "script {script} was killed by signal {} ({signal}); stopping the loop",
                 signal_name(*signal)
+            ),
+            Error::ScriptNeedsTerminal { script, signal } => write!(
+                f,
+                "script {script} tried to {} the terminal, but loopx is not in the \
+                 terminal's foreground (it was started in the background, or runs under \
+                 the JS API), so it was stopped; stopping the loop\n\
+                 hint: run loopx in the foreground to give scripts the terminal, or give \
+                 the script its input another way",
+                if *signal == libc::SIGTTIN { "read from" } else { "write to or configure" }
             ),
             Error::Spawn {
                 script,

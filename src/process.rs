@@ -333,7 +333,8 @@ impl Drop for Foreground<'_> {
 
 /// A change of the script seen with WUNTRACED.
 enum Waited {
-    Stopped,
+    /// Stopped by this signal.
+    Stopped(i32),
     Ended(Status),
 }
 
@@ -346,7 +347,7 @@ fn wait_script(pid: libc::pid_t) -> Option<Waited> {
     if r != pid {
         None
     } else if libc::WIFSTOPPED(status) {
-        Some(Waited::Stopped)
+        Some(Waited::Stopped(libc::WSTOPSIG(status)))
     } else {
         Some(Waited::Ended(decode(status)))
     }
@@ -419,6 +420,8 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
     let mut killed = false;
     let mut consumer = launch.consumer;
     let mut abandoned = false;
+    // Set when the script was stopped for using a terminal it cannot have.
+    let mut needs_terminal: Option<i32> = None;
 
     let status = loop {
         let none = libc::pollfd {
@@ -513,12 +516,22 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
 
         if ev.child || r == 0 {
             let mut ended = None;
-            if let Some(terminal) = launch.terminal {
-                match wait_script(pid) {
-                    Some(Waited::Stopped) => suspend_with(terminal, pid),
-                    Some(Waited::Ended(status)) => ended = Some(status),
-                    None => {}
+            match (wait_script(pid), launch.terminal) {
+                (Some(Waited::Stopped(_)), Some(terminal)) => suspend_with(terminal, pid),
+                // The script touched the terminal while loopx does not hold
+                // it (started with `&`, or under the JS API): the kernel
+                // stops it there for good, and the loop would hang without
+                // a word. End it with an error that says so instead.
+                (Some(Waited::Stopped(sig @ (libc::SIGTTIN | libc::SIGTTOU))), None)
+                    if needs_terminal.is_none() =>
+                {
+                    needs_terminal = Some(sig);
+                    kill_group(pid, libc::SIGTERM);
+                    kill_group(pid, libc::SIGCONT);
+                    deadline.get_or_insert_with(|| Instant::now() + GRACE);
                 }
+                (Some(Waited::Ended(status)), _) => ended = Some(status),
+                _ => {}
             }
             if let Some(status) = reap(pid).or(ended) {
                 break status;
@@ -560,6 +573,18 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
             terminal.restore_modes();
         }
         return Err(Error::Interrupted { signal: sig });
+    }
+    if let Some(signal) = needs_terminal {
+        let deadline = if killed {
+            Instant::now()
+        } else {
+            deadline.unwrap_or_else(|| Instant::now() + GRACE)
+        };
+        wait_for_group(pid, signals, deadline);
+        return Err(Error::ScriptNeedsTerminal {
+            script: launch.label.to_string(),
+            signal,
+        });
     }
     if abandoned {
         let deadline = if killed {

@@ -457,3 +457,53 @@ fn ctrl_z_stops_script_and_loopx_together_and_fg_resumes_both() {
     assert!(out.transcript.contains("STATUS=0"), "{}", out.transcript);
     assert_eq!(p.read("got"), "got:hello\n");
 }
+
+#[test]
+fn a_script_reading_the_terminal_while_loopx_runs_in_the_background_fails_instead_of_hanging() {
+    // `loopx run w &` from an interactive shell: loopx is not in the
+    // terminal's foreground, so it cannot hand the terminal to the script.
+    // The kernel stops a script that reads it (SIGTTIN); left at that, the
+    // loop would wait for ever without a word. loopx ends it with an error.
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\nread -r line </dev/tty\necho \"got:$line\" > \"$LOOPX_PROJECT_ROOT/got\"\n",
+    );
+    let argv: Vec<String> = [
+        "/usr/bin/env",
+        "PS1=SHELL> ",
+        "/bin/bash",
+        "--norc",
+        "--noprofile",
+        "-i",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let command = format!(
+        "{} run w & wait $!; echo STATUS=$?\\n",
+        sh_quote(&loopx_bin().to_string_lossy())
+    );
+    let out = run_program_on_pty(
+        &p,
+        &argv,
+        &[
+            ("--wait", "SHELL> "),
+            ("--send", &command),
+            ("--wait", "STATUS="),
+            ("--wait", "SHELL> "),
+            ("--send", "exit\\n"),
+        ],
+    );
+    assert_eq!(out.exit, "0", "{}", out.transcript);
+    assert!(out.transcript.contains("STATUS=1"), "{}", out.transcript);
+    assert!(
+        out.transcript
+            .contains("script w:index tried to read from the terminal"),
+        "{}",
+        out.transcript
+    );
+    assert!(!p.exists("got"), "the script read the terminal");
+    assert_group_gone(read_pid(&p, "script.pid"));
+}
