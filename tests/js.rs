@@ -925,6 +925,27 @@ fn bun_commonjs_in_a_script_fails_but_dependencies_work() {
         .run()
         .failure()
         .stderr_has("module is not defined");
+    // Bun allows require() in ES modules; a loopx script still may not.
+    p.script(
+        "req",
+        "index.js",
+        "const fs = require(\"fs\");\nprocess.stdout.write('{\"stop\":true}');\n",
+    );
+    run_bun(&p, "req")
+        .run()
+        .failure()
+        .stderr_has("require is not defined in ES module scope")
+        .stderr_has("script req:index exited with code 1");
+    // A require of the script's own making is ESM and keeps working.
+    p.script(
+        "own",
+        "index.ts",
+        "import { createRequire } from \"node:module\";\n\
+         const require = createRequire(import.meta.url);\n\
+         const fs = require(\"fs\");\n\
+         process.stdout.write(JSON.stringify({ result: typeof fs.readFileSync, stop: true }));\n",
+    );
+    run_bun(&p, "own").run().success();
     let q = Project::new();
     commonjs_neighbours(&q, "index.js");
     run_bun(&q, "wf").run().success();

@@ -15,7 +15,11 @@
 //    `module.exports` / `exports` would be CommonJS to Bun, so `export {}`
 //    is appended to the entry's source (at the end, so line numbers stay).
 //    `module` and `exports` are then undefined and fail when used. Bun
-//    provides `require()` in ESM too, so that one keeps working here.
+//    also provides `require()` inside ES modules, which Node does not; a
+//    function declaration appended after it (hoisted to the whole module)
+//    makes `require(...)` fail as on Node. A script that declares its own
+//    `require` (`const require = createRequire(import.meta.url)`, valid
+//    ESM) keeps it: the declaration would clash, so none is appended.
 import { plugin } from "bun";
 import { existsSync } from "node:fs";
 import { dirname, extname, join } from "node:path";
@@ -24,6 +28,11 @@ import { fileURLToPath } from "node:url";
 const INDEX_PATH = fileURLToPath(new URL("../index.js", import.meta.url));
 const ENTRY = Bun.main;
 const LOADERS = { ".js": "js", ".jsx": "jsx", ".ts": "ts", ".tsx": "tsx" };
+// A binding named `require` the script makes itself (see 2.).
+const OWN_REQUIRE = /\b(?:const|let|var|function|class)\s+require\b|\bas\s+require\b/;
+// Node's own words for `require` in an ES module.
+const REQUIRE_FAILS =
+  ' function require() { throw new ReferenceError("require is not defined in ES module scope, you can use import instead"); }';
 
 function hasOwnLoopx() {
   for (let dir = dirname(ENTRY); ; dir = dirname(dir)) {
@@ -44,10 +53,11 @@ plugin({
     const loader = LOADERS[extname(ENTRY)];
     if (loader) {
       const exact = new RegExp(`^${ENTRY.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}$`);
-      build.onLoad({ filter: exact }, async ({ path }) => ({
-        contents: `${await Bun.file(path).text()}\nexport {};\n`,
-        loader,
-      }));
+      build.onLoad({ filter: exact }, async ({ path }) => {
+        const source = await Bun.file(path).text();
+        const noRequire = OWN_REQUIRE.test(source) ? "" : REQUIRE_FAILS;
+        return { contents: `${source}\nexport {};${noRequire}\n`, loader };
+      });
     }
   },
 });
