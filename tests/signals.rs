@@ -41,6 +41,22 @@ fn script_with_stubborn_job() -> String {
     )
 }
 
+/// An interactive bash (job control on) with the prompt `SHELL> `, for
+/// run_program_on_pty.
+fn interactive_bash() -> Vec<String> {
+    [
+        "/usr/bin/env",
+        "PS1=SHELL> ",
+        "/bin/bash",
+        "--norc",
+        "--noprofile",
+        "-i",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 /// Asserts that the heartbeat file no longer grows.
 #[track_caller]
 fn assert_heartbeat_stopped(p: &Project, file: &str) {
@@ -423,17 +439,7 @@ fn ctrl_z_stops_script_and_loopx_together_and_fg_resumes_both() {
         "index.sh",
         "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\necho READY >&2\nread -r line </dev/tty\necho \"got:$line\" > \"$LOOPX_PROJECT_ROOT/got\"\nprintf '{\"stop\":true}'\n",
     );
-    let argv: Vec<String> = [
-        "/usr/bin/env",
-        "PS1=SHELL> ",
-        "/bin/bash",
-        "--norc",
-        "--noprofile",
-        "-i",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let argv = interactive_bash();
     let command = format!("{} run w\\n", sh_quote(&loopx_bin().to_string_lossy()));
     let pid_file = p.path("script.pid").to_string_lossy().into_owned();
     let out = run_program_on_pty(
@@ -470,17 +476,7 @@ fn a_script_reading_the_terminal_while_loopx_runs_in_the_background_fails_instea
         "index.sh",
         "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\nread -r line </dev/tty\necho \"got:$line\" > \"$LOOPX_PROJECT_ROOT/got\"\n",
     );
-    let argv: Vec<String> = [
-        "/usr/bin/env",
-        "PS1=SHELL> ",
-        "/bin/bash",
-        "--norc",
-        "--noprofile",
-        "-i",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let argv = interactive_bash();
     let command = format!(
         "{} run w & wait $!; echo STATUS=$?\\n",
         sh_quote(&loopx_bin().to_string_lossy())
