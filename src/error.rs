@@ -376,7 +376,7 @@ impl fmt::Display for Error {
                         "cannot run {script}: no TypeScript runtime found: no tsx (looked for \
                          the loopx package's tsx, node_modules/tsx in the workflow and the \
                          project, and `tsx` on PATH), and this Node cannot strip types itself \
-                         (Node >= 22.18 can)"
+                         (Node 22.10 and later can)"
                     )?;
                 }
                 f.write_str(
