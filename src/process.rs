@@ -419,9 +419,10 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
     let mut deadline: Option<Instant> = None;
     let mut killed = false;
     let mut consumer = launch.consumer;
-    let mut abandoned = false;
-    // Set when the script was stopped for using a terminal it cannot have.
-    let mut needs_terminal: Option<i32> = None;
+    // Set when loopx itself ends the script's group for a reason of its own
+    // (the consumer went away; the script needs a terminal it cannot have):
+    // the error the run then ends with.
+    let mut ended_by: Option<Error> = None;
 
     let status = loop {
         let none = libc::pollfd {
@@ -468,8 +469,8 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
         let ev = signals.drain();
         if fds[3].revents & (libc::POLLHUP | libc::POLLERR) != 0 {
             consumer = None;
-            if signals.interrupted().is_none() && !abandoned {
-                abandoned = true;
+            if signals.interrupted().is_none() && ended_by.is_none() {
+                ended_by = Some(Error::ConsumerGone);
                 kill_group(pid, libc::SIGTERM);
                 deadline = Some(Instant::now() + GRACE);
             }
@@ -522,10 +523,13 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
                 // it (started with `&`, or under the JS API): the kernel
                 // stops it there for good, and the loop would hang without
                 // a word. End it with an error that says so instead.
-                (Some(Waited::Stopped(sig @ (libc::SIGTTIN | libc::SIGTTOU))), None)
-                    if needs_terminal.is_none() =>
+                (Some(Waited::Stopped(signal @ (libc::SIGTTIN | libc::SIGTTOU))), None)
+                    if ended_by.is_none() =>
                 {
-                    needs_terminal = Some(sig);
+                    ended_by = Some(Error::ScriptNeedsTerminal {
+                        script: launch.label.to_string(),
+                        signal,
+                    });
                     kill_group(pid, libc::SIGTERM);
                     kill_group(pid, libc::SIGCONT);
                     deadline.get_or_insert_with(|| Instant::now() + GRACE);
@@ -562,7 +566,13 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
     {
         signals.note_interrupt(libc::SIGINT);
     }
-    if let Some(sig) = signals.interrupted() {
+    // An interrupt, or a reason of loopx's own: what is left of the group
+    // gets the rest of its grace period (§7.3), then the run ends with it.
+    let ending = match signals.interrupted() {
+        Some(signal) => Some(Error::Interrupted { signal }),
+        None => ended_by,
+    };
+    if let Some(err) = ending {
         let deadline = if killed {
             Instant::now()
         } else {
@@ -572,28 +582,7 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
         if let Some(terminal) = launch.terminal {
             terminal.restore_modes();
         }
-        return Err(Error::Interrupted { signal: sig });
-    }
-    if let Some(signal) = needs_terminal {
-        let deadline = if killed {
-            Instant::now()
-        } else {
-            deadline.unwrap_or_else(|| Instant::now() + GRACE)
-        };
-        wait_for_group(pid, signals, deadline);
-        return Err(Error::ScriptNeedsTerminal {
-            script: launch.label.to_string(),
-            signal,
-        });
-    }
-    if abandoned {
-        let deadline = if killed {
-            Instant::now()
-        } else {
-            deadline.unwrap_or_else(|| Instant::now() + GRACE)
-        };
-        wait_for_group(pid, signals, deadline);
-        return Err(Error::ConsumerGone);
+        return Err(err);
     }
     match status {
         Status::Code(0) => Ok(captured),
