@@ -434,19 +434,18 @@ fn js_runs_on_plain_node_without_tsx_even_when_tsx_is_there() {
     assert!(!argv.contains("tsx"), "{argv}");
     run_packaged(&p, "wf:t").run().success();
     let argv = p.read("got");
-    // In-process tsx (never the tsx CLI): the loopx hooks, told which tsx
-    // follows them (they load its graph first), then tsx's loader.
+    // In-process tsx (never the tsx CLI): one preload, the loopx hooks,
+    // told which tsx to load after them.
     let loader = format!(
         "file://{}/node_modules/tsx/dist/loader.mjs",
         npm_dir().display()
     );
-    let hooks = argv
-        .find(&format!("loader/register.mjs?tsx={loader} "))
-        .expect("hooks preloaded, naming tsx's loader");
-    let tsx = argv
-        .rfind(&format!("--import {loader}"))
-        .expect("tsx preloaded");
-    assert!(hooks < tsx, "{argv}");
+    assert!(
+        argv.starts_with("--import file://")
+            && argv.ends_with(&format!("loader/register.mjs?tsx={loader}")),
+        "{argv}"
+    );
+    assert_eq!(argv.matches("--import").count(), 1, "{argv}");
 }
 
 // ---- standalone binary: embedded helpers, tsx found elsewhere or not at all

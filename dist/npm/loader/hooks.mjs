@@ -19,8 +19,8 @@
 //    Every other file keeps its Node meaning: CommonJS dependencies load as
 //    CommonJS and a workflow package.json's "type" applies as usual.
 //
-// With tsx, register these hooks *before* tsx's (`--import register.mjs`
-// first): hooks registered later run first, so tsx then transforms the
+// With tsx, these hooks are registered *before* tsx's (register.mjs does
+// both): hooks registered later run first, so tsx then transforms the
 // source these hooks return.
 
 // 3. Speed, on Node's hooks thread (module.register, Node < 22.15): once
@@ -30,9 +30,9 @@
 //    thread. A hooks module's own imports load before it joins the chain,
 //    so when register.mjs passes tsx's loader URL (?tsx=), tsx's graph
 //    (its public `tsx/esm/api` entry: the modules tsx's hooks load anyway)
-//    is imported here first and is cached when tsx registers. register.mjs
-//    does the same on the main thread; together they save ~20 ms per TS
-//    script on Node 20 (measured). If the file is missing nothing changes.
+//    is imported here first and is cached when tsx registers; register.mjs
+//    does the same on the main thread. If the file is missing nothing
+//    changes but the speed.
 const TSX_LOADER = new URL(import.meta.url).searchParams.get("tsx");
 if (TSX_LOADER) {
   try {

@@ -2,24 +2,26 @@
 // preload (loader/bun-preload.js), run the way the binary runs scripts:
 //   node --import register.mjs <script>                              (.js)
 //   TSX_TSCONFIG_PATH=loader/tsconfig.json \
-//     node --import register.mjs?tsx=<tsx> --import <tsx> <script>   (.ts/.tsx/.jsx)
+//     node --import register.mjs?tsx=<tsx loader> <script>           (.ts/.tsx/.jsx)
 //   bun --no-install --preload bun-preload.js --jsx-runtime=classic ... <script>
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { BUN, BUN_PRELOAD, REGISTER, TSCONFIG, TSX_LOADER, run, tempDir, writeTree } from "./util.js";
 
+const tsxRuntime = (loader, script) => [
+  process.execPath,
+  ["--import", `${pathToFileURL(REGISTER).href}?tsx=${encodeURIComponent(loader)}`, script],
+  { TSX_TSCONFIG_PATH: TSCONFIG },
+];
+
 const RUNTIMES = {
   node: (script) => [process.execPath, ["--import", REGISTER, script], {}],
-  // As the binary passes it: register.mjs names tsx's loader (?tsx=) so the
-  // loopx hooks load tsx's module graph before joining the chain.
-  tsx: (script) => [
-    process.execPath,
-    ["--import", `${pathToFileURL(REGISTER).href}?tsx=${encodeURIComponent(TSX_LOADER)}`, "--import", TSX_LOADER, script],
-    { TSX_TSCONFIG_PATH: TSCONFIG },
-  ],
+  // As the binary passes it: register.mjs registers the loopx hooks, then
+  // the tsx whose loader it names (?tsx=).
+  tsx: (script) => tsxRuntime(TSX_LOADER, script),
   bun: (script) => [
     BUN,
     ["--no-install", "--preload", BUN_PRELOAD, "--jsx-runtime=classic", "--jsx-factory=React.createElement",
@@ -127,6 +129,15 @@ const cases = [
     stdout: '{"result":"abab"}',
   },
   {
+    name: "a CommonJS .ts helper loads through tsx's require() hooks",
+    runtimes: ["tsx", "bun"],
+    files: {
+      "lib/helper.cts": 'const twice = (s: string): string => s + s;\nmodule.exports = { twice };\n',
+      "index.ts": 'import { createRequire } from "node:module";\nimport { output } from "loopx";\nconst load = createRequire(import.meta.url);\noutput({ result: load("./lib/helper.cts").twice("ab") });\n',
+    },
+    stdout: '{"result":"abab"}',
+  },
+  {
     name: ".ts runs with types stripped and imports loopx",
     runtimes: ["tsx", "bun"],
     files: {
@@ -163,6 +174,18 @@ output({ result: JSON.stringify(<i>{1 + 1}</i>) });
     stdout: JSON.stringify({ result: '["i",null,[2]]' }),
   },
 ];
+
+// A tsx whose files are laid out otherwise than register.mjs expects: its
+// loader is all register.mjs can use, and it loads that after the loopx
+// hooks as a second `--import` would.
+RUNTIMES["tsx, another layout"] = (script) => {
+  const loader = join(dirname(dirname(script)), "other-tsx", "dist", "loader.mjs");
+  writeTree(dirname(loader), { "loader.mjs": `import ${JSON.stringify(TSX_LOADER)};\n` });
+  return tsxRuntime(pathToFileURL(loader).href, script);
+};
+for (const c of cases) {
+  if (c.runtimes.includes("tsx")) c.runtimes.push("tsx, another layout");
+}
 
 for (const c of cases) {
   for (const runtime of c.runtimes) {
@@ -214,16 +237,19 @@ test("node: a missing package other than loopx still fails as usual", async (t) 
   assert.match(r.stderr, /Cannot find package 'not-installed-anywhere'/);
 });
 
-test("tsx: the files register.mjs and hooks.mjs load ahead of tsx exist in the tsx this package ships", () => {
-  // They are only a head start (a missing one is skipped silently), so a tsx
-  // upgrade that moves them would make TS scripts slower without failing
-  // anything else: this test notices.
+test("tsx: what register.mjs and hooks.mjs load in place of tsx's loader is there in the tsx this package ships", async () => {
+  // With another layout they fall back to tsx's loader (the "another layout"
+  // cases above): scripts still run, only slower, so a tsx upgrade that
+  // moves these files would fail nothing else. This test notices.
   const pkg = JSON.parse(readFileSync(new URL("../package.json", TSX_LOADER), "utf8"));
   assert.equal(fileURLToPath(TSX_LOADER), fileURLToPath(new URL("loader.mjs", TSX_LOADER)));
-  // The CommonJS loader warmed on the main thread is the very module tsx's
-  // loader imports (as "#cjs-loader"), so tsx's require hooks register once.
+  // What tsx's loader does on the main thread: import its CommonJS loader
+  // (as "#cjs-loader", the very file register.mjs imports) and register its
+  // ESM hooks, with the register() its public esm/api entry exports.
   assert.equal(new URL(pkg.imports["#cjs-loader"], new URL("../", TSX_LOADER)).href, new URL("cjs/index.cjs", TSX_LOADER).href);
-  assert.match(readFileSync(new URL("loader.mjs", TSX_LOADER), "utf8"), /import\s*"#cjs-loader"/);
-  // The hooks-thread graph is tsx's public esm/api entry.
+  const loader = readFileSync(new URL("loader.mjs", TSX_LOADER), "utf8");
+  assert.match(loader, /import\s*"#cjs-loader"/);
   assert.equal(new URL(pkg.exports["./esm/api"].import.default, new URL("../", TSX_LOADER)).href, new URL("esm/api/index.mjs", TSX_LOADER).href);
+  const api = await import(new URL("esm/api/index.mjs", TSX_LOADER).href);
+  assert.equal(typeof api.register, "function");
 });
