@@ -10,6 +10,7 @@
 
 use std::ffi::OsString;
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -76,23 +77,34 @@ enum ReadOutcome {
 }
 
 /// Reads until EAGAIN/EOF, or until `limit` bytes when given.
+///
+/// `buf` grows by what was read, not by the read size: most scripts print a
+/// few bytes, and a 64 KiB buffer per iteration would be a fresh mapping
+/// (musl's malloc maps and unmaps blocks that size) plus page faults on
+/// every iteration. So reads land on the stack unless `buf` already has
+/// room for a whole chunk, as it does once a large output is streaming in.
 fn read_available(
     fd: RawFd,
     buf: &mut Vec<u8>,
     mut limit: Option<usize>,
 ) -> io::Result<ReadOutcome> {
+    let mut stack = [MaybeUninit::<u8>::uninit(); CHUNK];
     loop {
         let want = match limit {
             Some(0) => return Ok(ReadOutcome::WouldBlock),
             Some(l) => l.min(CHUNK),
             None => CHUNK,
         };
-        let len = buf.len();
-        buf.resize(len + want, 0);
-        // SAFETY: reading into the freshly resized tail of `buf`.
-        let n = unsafe { libc::read(fd, buf[len..].as_mut_ptr().cast(), want) };
+        let direct = buf.capacity() - buf.len() >= want;
+        let dest = if direct {
+            buf.spare_capacity_mut().as_mut_ptr()
+        } else {
+            stack.as_mut_ptr()
+        };
+        // SAFETY: `dest` is valid for `want` bytes of writes (spare capacity
+        // or the stack buffer, both at least `want` long).
+        let n = unsafe { libc::read(fd, dest.cast(), want) };
         if n < 0 {
-            buf.truncate(len);
             let err = io::Error::last_os_error();
             match err.kind() {
                 io::ErrorKind::Interrupted => continue,
@@ -101,9 +113,15 @@ fn read_available(
             }
         }
         let n = n as usize;
-        buf.truncate(len + n);
         if n == 0 {
             return Ok(ReadOutcome::Eof);
+        }
+        if direct {
+            // SAFETY: read() initialized the first `n` spare bytes.
+            unsafe { buf.set_len(buf.len() + n) };
+        } else {
+            // SAFETY: read() initialized the first `n` bytes of `stack`.
+            buf.extend_from_slice(unsafe { std::slice::from_raw_parts(stack.as_ptr().cast(), n) });
         }
         if let Some(l) = limit.as_mut() {
             *l -= n;

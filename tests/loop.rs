@@ -732,6 +732,26 @@ fn result_is_piped_byte_for_byte() {
     assert_eq!(p.read("stdin"), "line 1\nline 2\n\ttab \"q\" é☃ \\\n\n");
 }
 
+#[test]
+fn a_large_result_of_varied_bytes_is_piped_byte_for_byte() {
+    // ~2.6 MB in writes of all sizes: every chunk must land in order,
+    // wherever loopx reads it into (process.rs read_available).
+    let p = Project::new();
+    p.script(
+        "ralph",
+        "index.sh",
+        "printf '{\"goto\":\"b\",\"result\":\"'\nseq 1 400000 | tr '\\n' ' '\nprintf '\"}'\n",
+    )
+    .script(
+        "ralph",
+        "b.sh",
+        "cat > \"$LOOPX_PROJECT_ROOT/stdin\"\nprintf '{\"stop\":true}'\n",
+    );
+    p.loopx(&["run", "ralph"]).run().success();
+    let expected: String = (1..=400000).map(|i| format!("{i} ")).collect();
+    assert!(p.read("stdin") == expected, "the piped result differs");
+}
+
 const EIGHT_MIB: usize = 8 * 1024 * 1024;
 
 /// ralph:index emits an 8 MiB result with a goto to ralph:b.
