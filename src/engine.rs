@@ -12,6 +12,7 @@ use crate::error::Error;
 use crate::output::{self, Output};
 use crate::process::{self, Launch};
 use crate::runtime;
+use crate::script_env::ScriptEnv;
 use crate::signals::Signals;
 use crate::target;
 use crate::version_check;
@@ -213,15 +214,13 @@ pub fn run(args: &RunArgs, observer: &mut dyn Observer) -> Result<(), Error> {
     entered.enter(start.workflow);
 
     // §8.3: loopx's own variables override the env files, which override the
-    // inherited environment (Command applies `envs` over the inherited set).
+    // inherited environment (later entries win in ScriptEnv::install).
     let mut env = vars;
     env.push(("LOOPX_BIN".into(), own_binary()?.into_os_string()));
     env.push((
         "LOOPX_PROJECT_ROOT".into(),
         project_root.clone().into_os_string(),
     ));
-    env.push(("LOOPX_WORKFLOW".into(), OsString::new()));
-    let workflow_slot = env.len() - 1;
 
     let terminal = if observer.shares_terminal() {
         process::Terminal::detect()
@@ -232,6 +231,9 @@ pub fn run(args: &RunArgs, observer: &mut dyn Observer) -> Result<(), Error> {
     // then kept for the whole run.
     let mut runtimes =
         runtime::Runtimes::new(runtime::Settings::from_env(&env), project_root.clone());
+    // After the settings above: from here on loopx's environment is the
+    // scripts' (script_env.rs).
+    let mut script_env = ScriptEnv::install(&env);
     let mut current = start;
     let mut stdin: Option<String> = None;
     let mut iterations: u64 = 0;
@@ -246,7 +248,8 @@ pub fn run(args: &RunArgs, observer: &mut dyn Observer) -> Result<(), Error> {
         }
         let label = current.label();
         let program = runtimes.program_for(current.workflow, current.script, &label)?;
-        env[workflow_slot].1 = OsString::from(&current.workflow.name);
+        script_env.set_workflow(&current.workflow.name);
+        script_env.set_runtime(&program.env);
         let stdout = process::run(
             &Launch {
                 label: &label,
@@ -254,8 +257,6 @@ pub fn run(args: &RunArgs, observer: &mut dyn Observer) -> Result<(), Error> {
                 program: &program.program,
                 args: &program.args,
                 cwd: &current.workflow.dir,
-                env: &env,
-                runtime_env: &program.env,
                 stdin: stdin.as_deref().map(str::as_bytes),
                 terminal: terminal.as_ref(),
                 consumer: observer.consumer(),

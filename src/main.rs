@@ -19,6 +19,7 @@ mod output;
 mod package_json;
 mod process;
 mod runtime;
+mod script_env;
 mod semver_range;
 mod signals;
 mod target;

@@ -33,9 +33,6 @@ pub struct Launch<'a> {
     pub program: &'a Path,
     pub args: &'a [OsString],
     pub cwd: &'a Path,
-    pub env: &'a [(OsString, OsString)],
-    /// Variables the runtime itself needs (runtime.rs), applied last.
-    pub runtime_env: &'a [(OsString, OsString)],
     /// Bytes for the script's stdin; `None` gives it an empty stdin.
     pub stdin: Option<&'a [u8]>,
     /// The terminal to hand to the script while it runs (see `Terminal`).
@@ -391,8 +388,6 @@ pub fn run(launch: &Launch, signals: &mut Signals) -> Result<Vec<u8>, Error> {
     let mut cmd = Command::new(launch.program);
     cmd.args(launch.args)
         .current_dir(launch.cwd)
-        .envs(launch.env.iter().map(|(k, v)| (k, v)))
-        .envs(launch.runtime_env.iter().map(|(k, v)| (k, v)))
         .process_group(0)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

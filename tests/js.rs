@@ -307,6 +307,46 @@ fn scripts_run_in_the_workflow_dir_with_loopx_variables_and_env_files() {
 }
 
 #[test]
+fn the_variable_tsx_is_given_reaches_ts_scripts_only() {
+    // loopx points tsx at its own tsconfig (classic JSX); the bash scripts
+    // around a TS script see the user's own value, or none.
+    let p = Project::new();
+    let ts = "import { output } from \"loopx\";\n\
+              output({ result: process.env.TSX_TSCONFIG_PATH ?? \"unset\", goto: \"NEXT\" });\n";
+    let record = |file: &str, then: &str| {
+        format!(
+            "IFS= read -r -d '' ts\n\
+             printf 'ts:%s bash:%s\\n' \"$ts\" \"${{TSX_TSCONFIG_PATH-unset}}\" >> \"$LOOPX_PROJECT_ROOT/{file}\"\n\
+             $LOOPX_BIN output {then}\n"
+        )
+    };
+    p.script("wf", "index.ts", &ts.replace("NEXT", "b"));
+    p.script("wf", "b.sh", &record("got", "--goto c"));
+    p.script("wf", "c.ts", &ts.replace("NEXT", "d"));
+    p.script("wf", "d.sh", &record("got", "--stop"));
+    let tsconfig = npm_dir().join("loader/tsconfig.json");
+    let expect = |bash: &str| {
+        format!(
+            "ts:{0} bash:{bash}\nts:{0} bash:{bash}\n",
+            tsconfig.display()
+        )
+    };
+
+    run_packaged(&p, "wf")
+        .env_remove("TSX_TSCONFIG_PATH")
+        .run()
+        .success();
+    assert_eq!(p.read("got"), expect("unset"));
+
+    fs::remove_file(p.path("got")).expect("rm");
+    run_packaged(&p, "wf")
+        .env("TSX_TSCONFIG_PATH", "/user/tsconfig.json")
+        .run()
+        .success();
+    assert_eq!(p.read("got"), expect("/user/tsconfig.json"));
+}
+
+#[test]
 fn script_stderr_passes_through_and_stdout_is_captured() {
     let p = Project::new();
     p.script(
