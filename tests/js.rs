@@ -660,6 +660,43 @@ fn ts_without_tsx_runs_on_node_built_in_type_stripping() {
 }
 
 #[test]
+fn tsx_on_a_node_with_in_thread_hooks_keeps_every_rule() {
+    // Node >= 22.15: register.mjs registers the loopx hooks in-thread, then
+    // imports tsx itself (the other branch from Node 20's).
+    let p = Project::new();
+    p.file(
+        ".loopx/wf/lib/helper.cts",
+        "const twice = (s: string): string => s + s;\nmodule.exports = { twice };\n",
+    );
+    p.script(
+        "wf",
+        "index.ts",
+        "import { createRequire } from \"node:module\";\n\
+         import { output } from \"loopx\";\n\
+         const load = createRequire(import.meta.url);\n\
+         const r: string = `${load(\"./lib/helper.cts\").twice(\"ab\")} ${typeof module} ${process.version}`;\n\
+         output({ result: r, goto: \"sink\" });\n",
+    );
+    p.script("wf", "cjs.ts", "module.exports = { a: 1 };\n");
+    p.script("wf", "jsx.tsx", TSX_CLASSIC);
+    sink(&p, "wf", "got");
+    let path = bin_dir(&p, "node22", &[("node", &node22())]);
+    run_packaged(&p, "wf").env("PATH", &path).run().success();
+    let got = p.read("got");
+    assert!(got.starts_with("abab undefined v22."), "{got}");
+    run_packaged(&p, "wf:jsx")
+        .env("PATH", &path)
+        .run()
+        .success();
+    assert_eq!(p.read("got"), TSX_CLASSIC_RESULT);
+    run_packaged(&p, "wf:cjs")
+        .env("PATH", &path)
+        .run()
+        .failure()
+        .stderr_has("module is not defined");
+}
+
+#[test]
 fn commonjs_in_a_ts_script_fails_under_type_stripping() {
     let p = Project::new();
     p.script(
