@@ -134,8 +134,7 @@ fn after_delegation_loopx_bin_is_the_realpath_of_the_local_binary() {
     // As npm lays it out: .bin/loopx -> ../loopx/bin/loopx -> the binary,
     // both links relative.
     let native = p.path("node_modules/loopx/native/loopx");
-    std::fs::create_dir_all(native.parent().expect("parent")).expect("mkdir");
-    std::fs::copy(loopx_bin(), &native).expect("copy binary");
+    copy_loopx_to(&native);
     p.symlink("../native/loopx", "node_modules/loopx/bin/loopx");
     p.symlink("../loopx/bin/loopx", "node_modules/.bin/loopx");
     p.script(

@@ -495,8 +495,7 @@ fn standalone_binary_with_only_node_runs_js_importing_loopx() {
     let p = Project::new();
     // A copy outside the build tree: nothing but the binary itself.
     let bin = p.home().join("opt/loopx");
-    fs::create_dir_all(bin.parent().expect("parent")).expect("mkdir");
-    fs::copy(loopx_bin(), &bin).expect("copy binary");
+    copy_loopx_to(&bin);
     p.script(
         "wf",
         "index.js",
@@ -1045,8 +1044,7 @@ fn after_delegation_import_loopx_resolves_to_the_local_versions_helpers() {
     );
     // The local "package" is a bare binary here: it carries its helpers.
     let native = p.path("node_modules/loopx/native/loopx");
-    fs::create_dir_all(native.parent().expect("parent")).expect("mkdir");
-    fs::copy(loopx_bin(), &native).expect("copy binary");
+    copy_loopx_to(&native);
     p.symlink("../loopx/native/loopx", "node_modules/.bin/loopx");
     p.script("wf", "index.js", &to_sink(EXEC_ARGV));
     sink(&p, "wf", "got");

@@ -54,7 +54,7 @@ fn tarball() -> &'static Path {
             }
             check(Command::new("cp").arg("-R").arg(entry.path()).arg(&pkg));
         }
-        fs::copy(loopx_bin(), pkg.join("native/loopx")).expect("copy the binary");
+        copy_loopx_to(&pkg.join("native/loopx"));
         let out = check(
             Command::new("npm")
                 .args(["pack", "--silent", "--pack-destination"])

@@ -16,6 +16,13 @@ pub fn loopx_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_loopx"))
 }
 
+/// Copies the binary under test to `dest`, creating its directories: a
+/// loopx installed somewhere else (a project's node_modules, a bare copy).
+pub fn copy_loopx_to(dest: &Path) {
+    fs::create_dir_all(dest.parent().expect("parent")).expect("mkdir");
+    fs::copy(loopx_bin(), dest).expect("copy the binary");
+}
+
 /// A directory removed on drop.
 pub struct TempDir(PathBuf);
 
