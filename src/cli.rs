@@ -115,9 +115,22 @@ fn no_arguments(rest: Vec<OsString>, command: &str) -> Result<(), Error> {
     }
 }
 
+/// §4.2: within `run` and `install`, a `-h`/`--help` token anywhere means
+/// help, "ignoring all other arguments unconditionally": even where it
+/// stands as the value of an option (`run -n -h`, `install -w -h`). After
+/// `--` every token is a positional (the API passes its target that way).
+fn help_requested(rest: &[OsString]) -> bool {
+    rest.iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == "-h" || a == "--help")
+}
+
 /// §4.2: within `run`, -h/--help short-circuits everything else, so parsing
 /// first collects all problems and only reports them when no -h was seen.
 fn parse_run(rest: Vec<OsString>) -> Result<Command, Error> {
+    if help_requested(&rest) {
+        return Ok(Command::RunHelp);
+    }
     let mut p = lexopt::Parser::from_args(rest);
     let mut help = false;
     let mut first_error: Option<String> = None;
@@ -315,6 +328,9 @@ fn count(n: usize) -> String {
 /// `loopx install [options] <source>` with the same -h short-circuit and
 /// duplicate/unknown-flag rules as `run` (§4.2).
 fn parse_install(rest: Vec<OsString>) -> Result<Command, Error> {
+    if help_requested(&rest) {
+        return Ok(Command::InstallHelp);
+    }
     let mut p = lexopt::Parser::from_args(rest);
     let mut help = false;
     let mut first_error: Option<String> = None;
@@ -459,6 +475,10 @@ mod tests {
             &["run", "-h", "foo", "bar"],
             &["run", "-h", "--unknown"],
             &["run", "--unknown", "--help"],
+            // An option that takes a value does not swallow -h (§4.2).
+            &["run", "-n", "-h"],
+            &["run", "-e", "-h"],
+            &["run", "-e", "--help", "ralph"],
         ] {
             assert_eq!(parse_strs(args).unwrap(), Command::RunHelp, "{args:?}");
         }
@@ -548,6 +568,13 @@ mod tests {
             parse_strs(&["install", "-h", "--bogus", "-w"]).unwrap(),
             Command::InstallHelp
         );
+        for args in [
+            &["install", "-w", "-h"][..],
+            &["install", "--workflow", "--help"],
+            &["install", "-w", "-h", "org/repo"],
+        ] {
+            assert_eq!(parse_strs(args).unwrap(), Command::InstallHelp, "{args:?}");
+        }
         assert_eq!(
             parse_strs(&["install", "-y", "org/repo", "--workflow", "a"]).unwrap(),
             Command::Install(InstallArgs {

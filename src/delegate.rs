@@ -76,9 +76,13 @@ pub fn maybe_delegate(args: &[OsString]) {
             // LOOPX_PACKAGE_DIR named this version's package (set by its npm
             // shim): scripts must get the local version's helpers (§3.3),
             // which its own shim names again, or its binary carries.
+            // §3.2/§8.3: LOOPX_BIN is the realpath of the effective binary,
+            // the local one, from the moment it takes over.
+            let effective = std::fs::canonicalize(&local).unwrap_or_else(|_| local.clone());
             let err = std::process::Command::new(&local)
                 .args(args)
                 .env("LOOPX_DELEGATED", "1")
+                .env("LOOPX_BIN", effective)
                 .env_remove("LOOPX_PACKAGE_DIR")
                 .exec();
             crate::warn(&format!(

@@ -420,6 +420,43 @@ const RUN_HELP_SHORT_CIRCUITS: &[&[&str]] = &[
     &["run", "-n", "-1", "ralph", "--help"],
 ];
 
+/// An option that takes a value does not swallow a following `-h`: help is
+/// "present" wherever the token stands (§4.2).
+#[test]
+fn help_after_an_option_that_takes_a_value_is_still_help() {
+    let p = ralph();
+    let expected = run_help(&p);
+    for args in [
+        &["run", "-n", "-h"][..],
+        &["run", "-e", "-h"],
+        &["run", "-e", "--help", "ralph"],
+        &["run", "ralph", "-n", "--help"],
+    ] {
+        p.loopx(args)
+            .run()
+            .success()
+            .stderr_is_empty()
+            .stdout_is(&expected);
+    }
+    assert_eq!(log(&p), "");
+    let install_help = p.loopx(&["install", "-h"]).run().stdout;
+    for args in [
+        &["install", "-w", "-h"][..],
+        &["install", "--workflow", "--help"],
+        &["install", "-w", "-h", "org/repo"],
+    ] {
+        p.loopx(args)
+            .run()
+            .success()
+            .stderr_is_empty()
+            .stdout_is(&install_help);
+    }
+    // Top level stays as it is: `-n` there is a usage error (§4.2).
+    p.loopx(&["-n", "5", "-h"])
+        .run()
+        .usage_error("-n", RUN_HELP);
+}
+
 #[test]
 fn run_help_short_circuit_ignores_all_other_run_arguments() {
     let p = ralph();

@@ -148,3 +148,37 @@ fn after_delegation_loopx_bin_is_the_realpath_of_the_local_binary() {
     assert_ne!(real, std::fs::canonicalize(loopx_bin()).expect("realpath"));
     assert_eq!(p.read("got"), format!("{}\n1", real.display()));
 }
+
+/// A local "binary" that is a bash script, as npm's `.bin` link to a shim
+/// can be: it prints the two variables §3.2 hands over with delegation.
+#[test]
+fn delegation_sets_loopx_bin_for_every_command() {
+    let p = Project::bare();
+    p.file("package.json", r#"{"devDependencies": {"loopx": "*"}}"#);
+    p.file(
+        "node_modules/loopx/bin/shim.sh",
+        "#!/bin/bash\necho \"bin=${LOOPX_BIN-unset} delegated=${LOOPX_DELEGATED-unset}\"\n",
+    );
+    let shim = p.path("node_modules/loopx/bin/shim.sh");
+    std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    p.symlink("../loopx/bin/shim.sh", "node_modules/.bin/loopx");
+    let real = std::fs::canonicalize(&shim).expect("realpath");
+    let expected = format!("bin={} delegated=1\n", real.display());
+    for args in [
+        &[][..],
+        &["-h"],
+        &["run", "ralph"],
+        &["run", "-h"],
+        &["version"],
+        &["output", "--stop"],
+        &["env", "list"],
+        &["install", "org/repo"],
+        &["no-such-command"],
+    ] {
+        p.loopx(args)
+            .env_remove("LOOPX_BIN")
+            .run()
+            .success()
+            .stdout_is(&expected);
+    }
+}
