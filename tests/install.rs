@@ -282,7 +282,31 @@ fn shorthand_org_repo_expands_to_a_github_clone_with_prompts_disabled() {
         r.env("PATH", &bin).env("ARGS_LOG", &log)
     });
     o.failure()
-        .stderr_has("git clone of https://gitlab.com/team/flow failed");
+        .stderr_has("git clone of https://gitlab.com/team/flow/ failed");
+    let args = fs::read_to_string(&log).unwrap();
+    assert_eq!(args.lines().nth(5), Some("https://gitlab.com/team/flow/"));
+}
+
+/// §10.1 rule 2 accepts a known-host URL with a trailing slash; git gets it
+/// as written, so an `insteadOf` rewrite keyed on that exact string applies.
+#[test]
+fn git_sources_are_cloned_from_the_url_exactly_as_given() {
+    let e = Env::bare();
+    let repo = e.repo("flows.git", &[("index.sh", INDEX)]);
+    for given in [
+        "https://github.com/org/repo/",
+        "https://github.com/org/repo?tab=readme",
+        "https://git.example.com/team/repo.git#main",
+    ] {
+        fs::write(
+            e.p.home().join(".gitconfig"),
+            format!("[url \"{repo}\"]\n\tinsteadOf = \"{given}\"\n"),
+        )
+        .unwrap();
+        e.install(&["-y", given]).success().stdout_has("repo");
+        // The workflow is named after the URL's path, not the rewrite.
+        assert!(e.p.exists(".loopx/repo/index.sh"), "{given}");
+    }
 }
 
 #[test]

@@ -6,11 +6,12 @@
 //!   rule looks at the path only: the query and fragment never make a source a
 //!   git or tarball source (`https://h/dl?f=x.git` is neither), as §10.1 says
 //!   explicitly for tarballs.
-//! - The URL handed to `git clone` is the input with its scheme lowercased
-//!   and without its query and fragment (git appends `/info/refs?...` to the
-//!   URL, so a query copied from a browser, like `?tab=readme`, would break
-//!   the clone) and, for the known hosts, without a trailing slash. A tarball URL is kept exactly as given:
-//!   signed download URLs need their query.
+//! - The URL handed to `git clone` or `curl` is the input exactly as given
+//!   (§10.2): `url.<base>.insteadOf` rewrites and credential helpers are
+//!   keyed on the URL people write, and signed download URLs need their
+//!   query. Only classification and naming normalise (a trailing slash, the
+//!   query and fragment are not part of the name). The `org/repo` shorthand
+//!   is the one source loopx spells out itself.
 //! - Besides `scheme://` URLs, git's scp-like form `[user@]host:path` is
 //!   accepted for git sources (`git@github.com:org/repo.git`), with the same
 //!   rules applied to `host` and `path`.
@@ -82,7 +83,6 @@ pub fn classify(input: &str) -> Result<Source, String> {
 
 fn classify_url(input: &str, url: &Url<'_>) -> Result<Source, String> {
     let scheme = url.scheme.to_ascii_lowercase();
-    let clone_url = || format!("{scheme}://{}{}", url.authority, url.path);
     let git_scheme = || {
         if GIT_SCHEMES.contains(&scheme.as_str()) {
             Ok(())
@@ -94,19 +94,12 @@ fn classify_url(input: &str, url: &Url<'_>) -> Result<Source, String> {
         }
     };
     // Rule 2: an `/<owner>/<repo>` URL on a known git host.
-    if is_repo_path(&url.host, url.path) {
-        git_scheme()?;
-        let path = url.path.strip_suffix('/').unwrap_or(url.path);
-        return Ok(Source::Git {
-            url: format!("{scheme}://{}{}", url.authority, path),
-            repo_name: repo_name(path),
-        });
-    }
-    // Rule 3: any other URL ending in `.git`.
-    if url.path.ends_with(".git") {
+    if is_repo_path(&url.host, url.path) || url.path.ends_with(".git") {
+        // Rule 2 (an `/<owner>/<repo>` URL on a known git host) or rule 3
+        // (any other URL ending in `.git`).
         git_scheme()?;
         return Ok(Source::Git {
-            url: clone_url(),
+            url: input.to_string(),
             repo_name: repo_name(url.path),
         });
     }
@@ -342,14 +335,15 @@ mod tests {
                 "https://github.com/org/repo.git",
                 "repo",
             ),
+            // Classification normalises; git gets the input as written.
             (
                 "https://github.com/org/repo/",
-                "https://github.com/org/repo",
+                "https://github.com/org/repo/",
                 "repo",
             ),
             (
                 "https://github.com/org/repo.git/",
-                "https://github.com/org/repo.git",
+                "https://github.com/org/repo.git/",
                 "repo",
             ),
             (
@@ -377,15 +371,15 @@ mod tests {
                 "https://me:tok@github.com/org/repo",
                 "repo",
             ),
-            // Query and fragment are ignored for detection and dropped for git.
+            // Query and fragment are ignored for detection and naming only.
             (
                 "https://github.com/org/repo?tab=readme",
-                "https://github.com/org/repo",
+                "https://github.com/org/repo?tab=readme",
                 "repo",
             ),
             (
                 "https://github.com/org/repo#readme",
-                "https://github.com/org/repo",
+                "https://github.com/org/repo#readme",
                 "repo",
             ),
             (
@@ -452,7 +446,7 @@ mod tests {
         );
         assert_eq!(
             classify("https://git.example.com/team/flow.git?x=1#y"),
-            git("https://git.example.com/team/flow.git", "flow")
+            git("https://git.example.com/team/flow.git?x=1#y", "flow")
         );
         assert_eq!(
             classify("git://example.com/flow.git"),
@@ -531,7 +525,7 @@ mod tests {
         assert!(classify("ssh://example.com/flow.tar.gz").is_err());
         assert_eq!(
             classify("HTTPS://example.com/flow.git"),
-            git("https://example.com/flow.git", "flow")
+            git("HTTPS://example.com/flow.git", "flow")
         );
     }
 
