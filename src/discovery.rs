@@ -121,6 +121,14 @@ fn is_file(path: &Path) -> bool {
     fs::metadata(path).is_ok_and(|m| m.is_file())
 }
 
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(items: &[&str]) -> String {
+    match items.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => items.concat(),
+    }
+}
+
 /// Scans one workflow directory, appending its problems to `problems`.
 pub fn scan_workflow(name: &str, dir: &Path, problems: &mut Vec<String>) -> io::Result<Workflow> {
     let files = script_files(dir)?;
@@ -146,10 +154,10 @@ pub fn scan_workflow(name: &str, dir: &Path, problems: &mut Vec<String>) -> io::
     for (base, names) in by_base {
         if names.len() > 1 {
             problems.push(format!(
-                "workflow '{}': script name '{}' is used by more than one file: {}",
+                "name collision in workflow '{}': script '{}' is defined by {}",
                 shown(name),
                 shown(base),
-                shown(&names.join(", "))
+                shown(&and_list(&names))
             ));
         }
     }

@@ -375,6 +375,10 @@ fn same_base_name_collision_is_fatal_for_run_and_lists_both_files() {
         .script("w", "check.ts", "");
     refused(&p, "w", &["check.sh", "check.ts", "'w'"]);
     refused(&p, "w:check", &["check.sh", "check.ts"]);
+    // The message says what kind of problem it is.
+    p.loopx(&["run", "w"]).run().failure().stderr_has(
+        "name collision in workflow 'w': script 'check' is defined by check.sh and check.ts",
+    );
 }
 
 #[test]

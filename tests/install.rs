@@ -231,6 +231,15 @@ fn raw(
 }
 
 /// A server answering `path` with `bytes`.
+fn file_with_mode(b: &mut Builder<GzEncoder<Vec<u8>>>, path: &str, data: &[u8], mode: u32) {
+    let mut h = Header::new_gnu();
+    h.set_path(path).unwrap();
+    h.set_size(data.len() as u64);
+    h.set_mode(mode);
+    h.set_cksum();
+    b.append(&h, data).unwrap();
+}
+
 fn serve(path: &str, bytes: Vec<u8>) -> Server {
     let server = Server::new().unwrap();
     server.route(path, Response::ok(bytes));
@@ -732,7 +741,7 @@ fn install_time_validation_failures_are_refused() {
         ),
         (
             e.repo("clash.git", &[("check.sh", "x"), ("check.ts", "x")]),
-            "workflow 'clash': script name 'check' is used by more than one file: check.sh, check.ts",
+            "name collision in workflow 'clash': script 'check' is defined by check.sh and check.ts",
         ),
         (
             e.repo("my.flow.git", &[("index.sh", INDEX)]),
@@ -832,13 +841,13 @@ fn version_mismatch_blocks_unless_y() {
         ],
     );
     e.install(&[&url]).failure().stderr_has(&format!(
-        "workflow 'pinned' requires loopx >=999.0.0 (package.json devDependencies), \
-         but this is loopx {VERSION}; use -y to install it anyway"
+        "workflow 'pinned' requires loopx version >=999.0.0 (package.json devDependencies), \
+         but the running version is {VERSION}; use -y to install it anyway"
     ));
     assert!(!e.p.exists(".loopx/pinned"));
     e.install(&["-y", &url])
         .success()
-        .stderr_has("requires loopx >=999.0.0")
+        .stderr_has("requires loopx version >=999.0.0")
         .stderr_has("installing anyway (-y)");
     // The declaration is kept (§10.6).
     assert!(e.p.read(".loopx/pinned/package.json").contains(">=999.0.0"));
@@ -865,7 +874,8 @@ fn broken_package_json_warns_but_installs() {
         (
             "badrange",
             r#"{"dependencies":{"loopx":"not a range"}}"#,
-            "package.json declares an invalid loopx version range \"not a range\"",
+            "package.json dependencies gives loopx a specifier that is not valid semver; \
+             it is not checked",
         ),
     ];
     for (name, body, warning) in cases {
@@ -886,6 +896,50 @@ fn broken_package_json_warns_but_installs() {
     e.install(&[&url])
         .success()
         .stderr_has("workflow 'unreadable': package.json cannot be read");
+}
+
+/// §10.6 judges the workflow as it will be installed: the warning an
+/// unreadable package.json gets at install time is the one `loopx run`
+/// prints for the installed workflow, once per workflow; an archive entry's
+/// mode 000 is not carried over (installed files are 0644/0755), so such a
+/// package.json is read and its declaration checked.
+#[test]
+fn install_time_version_checks_judge_the_workflow_as_installed() {
+    let e = Env::new();
+    let archive = tarball_raw(|b| {
+        let stop = b"$LOOPX_BIN output --stop\n";
+        file_with_mode(b, "flows/broken/index.sh", stop, 0o755);
+        file_with_mode(b, "flows/broken/package.json/x", b"y", 0o644);
+        file_with_mode(b, "flows/sealed/index.sh", stop, 0o755);
+        file_with_mode(
+            b,
+            "flows/sealed/package.json",
+            br#"{"dependencies":{"loopx":">=999.0.0"}}"#,
+            0o000,
+        );
+    });
+    let server = serve("/flows.tgz", archive);
+    let url = server.url_for("/flows.tgz");
+    let o = e.install(&[&url]);
+    o.failure().stderr_has(
+        "workflow 'sealed' requires loopx version >=999.0.0 (package.json dependencies)",
+    );
+    let o = e.install(&["-y", &url]);
+    o.success();
+    let warning = |stderr: &str| -> Vec<String> {
+        stderr
+            .lines()
+            .filter(|l| l.contains("cannot be read"))
+            .map(str::to_string)
+            .collect()
+    };
+    let at_install = warning(&o.stderr);
+    assert_eq!(at_install.len(), 1, "{}", o.stderr);
+    assert!(at_install[0]
+        .starts_with("loopx: warning: workflow 'broken': package.json cannot be read ("));
+    let run = e.p.loopx(&["run", "broken"]).run();
+    run.success();
+    assert_eq!(warning(&run.stderr), at_install);
 }
 
 // ---------------------------------------------------------------- §10.7 atomicity
@@ -918,7 +972,7 @@ fn a_failing_workflow_leaves_every_other_one_unwritten_with_one_aggregated_error
     );
     assert_eq!(lines.len(), 4, "{}", o.stderr);
     assert!(
-        lines[1].contains("workflow 'beta': script name 'check'"),
+        lines[1].contains("name collision in workflow 'beta': script 'check'"),
         "{}",
         o.stderr
     );
@@ -928,7 +982,7 @@ fn a_failing_workflow_leaves_every_other_one_unwritten_with_one_aggregated_error
         o.stderr
     );
     assert!(
-        lines[3].contains("workflow 'gamma' requires loopx >=999"),
+        lines[3].contains("workflow 'gamma' requires loopx version >=999"),
         "{}",
         o.stderr
     );

@@ -24,8 +24,8 @@ fn requires(range: &str) -> String {
 
 fn mismatch_warning(workflow: &str, range: &str) -> String {
     format!(
-        "loopx: warning: workflow '{workflow}' requires loopx {range} (package.json dependencies), \
-         but this is loopx {VERSION}; continuing anyway"
+        "loopx: warning: workflow '{workflow}' requires loopx version {range} (package.json dependencies), \
+         but the running version is {VERSION}; continuing anyway"
     )
 }
 
@@ -117,7 +117,7 @@ fn dependencies_beat_dev_dependencies() {
     p.loopx(&["run", "dev"])
         .run()
         .success()
-        .stderr_has("requires loopx >=999 (package.json devDependencies)");
+        .stderr_has("requires loopx version >=999 (package.json devDependencies)");
 }
 
 #[test]
@@ -145,7 +145,7 @@ fn broken_package_json_warns_once_and_never_blocks() {
     o.success();
     for warning in [
         "loopx: warning: workflow 'a': package.json is not valid JSON; skipping its loopx version check",
-        "loopx: warning: workflow 'b': package.json declares an invalid loopx version range \"banana\"",
+        "loopx: warning: workflow 'b': package.json dependencies gives loopx a specifier that is not valid semver; it is not checked",
         "loopx: warning: workflow 'c': package.json cannot be read (",
     ] {
         assert_eq!(o.stderr.matches(warning).count(), 1, "{warning}\n{}", o.stderr);
@@ -162,4 +162,33 @@ fn a_bare_goto_within_the_workflow_does_not_recheck() {
     let o = p.loopx(&["run", "-n", "4", "ralph"]).run();
     o.success();
     assert_eq!(o.stderr.matches("warning").count(), 1, "{}", o.stderr);
+}
+
+/// Scripts around loopx tell the kinds apart by their words: a mismatch
+/// says "version"; an invalid specifier says "not valid semver", names the
+/// field, and neither repeats the specifier (it can be anything) nor uses
+/// the mismatch's words.
+#[test]
+fn an_invalid_specifier_warning_reads_differently_from_a_version_mismatch() {
+    let p = Project::new();
+    p.script("a", "index.sh", &marker("a", r#"{"goto":"b:index"}"#))
+        .file(
+            ".loopx/a/package.json",
+            r#"{"devDependencies":{"loopx":"any range\nwill satisfy me"}}"#,
+        )
+        .script("b", "index.sh", &marker("b", r#"{"stop":true}"#))
+        .file(".loopx/b/package.json", &requires(">=999"));
+    let o = p.loopx(&["run", "a"]).run();
+    o.success();
+    let lines: Vec<&str> = o.stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(lines.len(), 2, "{}", o.stderr);
+    let (invalid, mismatch) = (lines[0], lines[1]);
+    assert!(invalid.contains("not valid semver") && invalid.contains("devDependencies"));
+    for word in ["version", "range", "mismatch", "satisf", "will"] {
+        assert!(!invalid.contains(word), "{word:?} in {invalid}");
+    }
+    assert!(
+        mismatch.contains("requires loopx version >=999"),
+        "{mismatch}"
+    );
 }

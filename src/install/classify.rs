@@ -259,8 +259,8 @@ mod tests {
         assert!(invalid.iter().any(|p| p.contains("'-dash.sh'")));
         assert_eq!(
             problems.last().unwrap(),
-            "workflow 'bad:name': script name 'check' is used by more than one file: \
-             check.sh, check.ts, check.tsx"
+            "name collision in workflow 'bad:name': script 'check' is defined by \
+             check.sh, check.ts and check.tsx"
         );
     }
 
@@ -277,8 +277,8 @@ mod tests {
         assert_eq!(
             problems,
             [
-                "workflow 'flow': script name 'check' is used by more than one file: \
-              check.sh, check.ts"
+                "name collision in workflow 'flow': script 'check' is defined by \
+                 check.sh and check.ts"
             ]
         );
     }

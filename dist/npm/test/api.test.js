@@ -181,7 +181,7 @@ process.stdout.write(JSON.stringify(outputs));
   assert.equal(two.stdout, JSON.stringify([{ result: "x" }, { result: "x" }]));
   const warnings = two.stderr.split("\n").filter((line) => line.includes(">=999.0.0"));
   assert.equal(warnings.length, 1, `one warning on first entry only:\n${two.stderr}`);
-  assert.match(warnings[0], /^loopx: warning: workflow 'w' requires loopx >=999\.0\.0/);
+  assert.match(warnings[0], /^loopx: warning: workflow 'w' requires loopx version >=999\.0\.0/);
 });
 
 test("an invalid maxIterations is rejected on first use, never synchronously", T, async (t) => {
