@@ -88,8 +88,18 @@ pub fn parse(args: Vec<OsString>) -> Result<Command, Error> {
             format!("'{first}' is an option of 'loopx run', not of loopx itself: loopx run {first} <value> <workflow>"),
             RUN_HELP,
         )),
+        // Habits from other tools stay errors (§4.2), with what to type.
+        "--version" | "-V" | "-v" => Err(Error::usage(
+            format!("unknown option '{first}': to print the version, run: loopx version"),
+            TOP_HELP,
+        )),
         flag if flag.starts_with('-') => Err(Error::usage(
             format!("unknown option '{flag}' (the only top-level option is -h/--help)"),
+            TOP_HELP,
+        )),
+        "help" => Err(Error::usage(
+            "unknown command 'help': for help, run: loopx -h (or loopx run -h, loopx install -h); \
+             to run a workflow named 'help': loopx run help",
             TOP_HELP,
         )),
         other => Err(Error::usage(
@@ -433,6 +443,13 @@ mod tests {
         assert!(usage_message(&["-n", "5", "ralph"]).contains("'-n'"));
         assert!(usage_message(&["-e", ".env", "ralph"]).contains("'-e'"));
         assert!(usage_message(&["version", "x"]).contains("takes no arguments"));
+        for habit in ["--version", "-V", "-v"] {
+            assert!(
+                usage_message(&[habit]).contains("run: loopx version"),
+                "{habit}"
+            );
+        }
+        assert!(usage_message(&["help"]).contains("run: loopx -h"));
     }
 
     #[test]

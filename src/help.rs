@@ -23,7 +23,9 @@ Commands:
   install [options] <source>            Install workflows into .loopx/
 
 Workflows live in .loopx/<workflow>/ as .sh, .js, .jsx, .ts or .tsx scripts;
-`loopx run <workflow>` starts its index script.
+`loopx run <workflow>` starts its index script. A script's stdout is its
+output {\"result\", \"goto\", \"stop\"}: from bash, `$LOOPX_BIN output --goto next`.
+Exit codes: 0 stopped or -n reached, 1 error or a script failed, 128+N signal N.
 
 Run `loopx run --help` to list the workflows of this project,
 and `loopx install --help` for install sources and options.

@@ -239,6 +239,38 @@ fn unknown_top_level_flag_is_a_usage_error() {
     assert_eq!(log(&p), "");
 }
 
+/// §4.2 keeps `--version`, `-V` and `help` errors; the message says what
+/// to type instead.
+#[test]
+fn version_and_help_habits_are_usage_errors_that_say_what_to_type() {
+    let p = Project::bare();
+    for habit in ["--version", "-V"] {
+        p.loopx(&[habit])
+            .run()
+            .usage_error("run: loopx version", TOP_HELP)
+            .stdout_empty();
+    }
+    p.loopx(&["help"])
+        .run()
+        .usage_error("for help, run: loopx -h", TOP_HELP)
+        .stdout_empty();
+}
+
+#[test]
+fn top_help_says_how_bash_scripts_give_output_and_lists_the_exit_codes() {
+    let help = top_help();
+    for needle in [
+        "$LOOPX_BIN output",
+        "\"result\"",
+        "\"goto\"",
+        "\"stop\"",
+        "Exit codes: 0",
+        "128+N",
+    ] {
+        assert!(help.contains(needle), "{needle} in\n{help}");
+    }
+}
+
 #[test]
 fn top_level_n_is_a_usage_error() {
     let p = ralph();

@@ -329,6 +329,20 @@ fn shorthand_ending_in_dot_git_is_rejected() {
     assert!(!e.p.exists(".loopx"));
 }
 
+/// §10.1 rule 5 refuses local paths; the hint gives the file:// URL form.
+#[test]
+fn local_paths_are_refused_with_a_hint_to_use_a_file_url() {
+    let e = Env::bare();
+    for path in ["./dir", "/abs/path/repo.git", "../flows.tgz"] {
+        e.install(&[path])
+            .failure()
+            .stdout_empty()
+            .stderr_has("unsupported source")
+            .stderr_has(&format!("loopx install \"file://$(realpath {path})\""));
+    }
+    assert!(!e.p.exists(".loopx"));
+}
+
 #[test]
 fn unsupported_sources_are_rejected_with_what_is_supported() {
     let e = Env::bare();

@@ -125,12 +125,29 @@ fn classify_url(input: &str, url: &Url<'_>) -> Result<Source, String> {
 }
 
 fn unsupported(input: &str) -> String {
-    format!(
+    let mut msg = format!(
         "unsupported source {input:?}: expected org/repo (a GitHub repository), a git URL \
          (a github.com, gitlab.com or bitbucket.org repository URL, or any URL ending in .git) \
          or a tarball URL ending in .tar.gz or .tgz; single-file URLs are not supported, \
          scripts must be part of a workflow"
-    )
+    );
+    if looks_like_local_path(input) {
+        // §10.1 rule 5 refuses paths; what people mean by one has a URL.
+        msg.push_str(&format!(
+            ". A local git repository (a directory ending in .git) or archive installs \
+             through a file:// URL: loopx install \"file://$(realpath {input})\""
+        ));
+    }
+    msg
+}
+
+/// `./dir`, `../flows.tgz`, `/abs/repo.git`, `~/flows`: a filesystem path.
+fn looks_like_local_path(input: &str) -> bool {
+    input.starts_with('/')
+        || input.starts_with("./")
+        || input.starts_with("../")
+        || input.starts_with("~/")
+        || matches!(input, "." | ".." | "~")
 }
 
 /// A segment of the `org/repo` shorthand: GitHub's owner and repository
@@ -305,6 +322,18 @@ mod tests {
         let err = classify("org/repo.git").unwrap_err();
         assert!(err.contains("shorthand"), "{err}");
         assert!(err.contains("https://github.com/org/repo.git"), "{err}");
+    }
+
+    #[test]
+    fn local_paths_are_refused_with_a_file_url_hint() {
+        for input in ["./dir", "/abs/path/repo.git", "../flows.tgz", "."] {
+            let err = classify(input).unwrap_err();
+            assert!(
+                err.contains(&format!("loopx install \"file://$(realpath {input})\"")),
+                "{err}"
+            );
+        }
+        assert!(!classify("repo").unwrap_err().contains("file://"));
     }
 
     #[test]
