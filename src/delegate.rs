@@ -68,7 +68,7 @@ pub fn maybe_delegate(args: &[OsString]) {
     };
     match decide(&root) {
         Decision::Stay(None) => {}
-        Decision::Stay(Some(warning)) => crate::warn(&warning),
+        Decision::Stay(Some(warning)) => crate::messages::warn(&warning),
         Decision::Delegate(local) => {
             use std::os::unix::process::CommandExt;
             // exec: the local loopx becomes this process, so signals, stdio
@@ -85,7 +85,7 @@ pub fn maybe_delegate(args: &[OsString]) {
                 .env("LOOPX_BIN", effective)
                 .env_remove("LOOPX_PACKAGE_DIR")
                 .exec();
-            crate::warn(&format!(
+            crate::messages::warn(&format!(
                 "cannot start the project-local loopx {}: {err}; using this loopx instead",
                 local.display()
             ));

@@ -7,7 +7,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::error::shown;
+use crate::messages::shown;
 use crate::names::{is_valid_name, split_script_name};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

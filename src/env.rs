@@ -7,7 +7,8 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use crate::envfile;
-use crate::error::{shown, Error};
+use crate::error::Error;
+use crate::messages::shown;
 
 /// `$XDG_CONFIG_HOME/loopx/env`, defaulting to `~/.config/loopx/env` (§8.1).
 /// An empty XDG_CONFIG_HOME counts as unset, as the XDG spec says.
@@ -92,7 +93,7 @@ fn read_text(path: &Path) -> Result<Option<String>, Error> {
 fn parse_warning(path: &Path, text: &str) -> Vec<(String, String)> {
     let parsed = envfile::parse(text);
     for bad in &parsed.bad_lines {
-        crate::warn(&format!(
+        crate::messages::warn(&format!(
             "{}:{}: ignoring line without a valid KEY=VALUE: {}",
             shown(&path.to_string_lossy()),
             bad.line,
@@ -249,7 +250,7 @@ pub fn list() -> Result<(), Error> {
         out.push_str(&v);
         out.push('\n');
     }
-    crate::print_stdout(&out)
+    crate::messages::print_stdout(&out)
 }
 
 #[cfg(test)]

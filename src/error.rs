@@ -2,12 +2,12 @@
 //! see; `Display` renders the message and `exit_code` is the only place that
 //! maps errors onto exit codes (§12).
 
-use std::borrow::Cow;
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
 use crate::install::archive::ExtractError;
+use crate::messages::shown;
 use crate::target::Invalid;
 
 #[derive(Debug)]
@@ -457,27 +457,6 @@ impl fmt::Display for Error {
     }
 }
 
-/// User- or script-supplied text as it appears inside a one-line message:
-/// control characters (a newline in a target, an escape sequence in a goto
-/// value) are written as escapes, so they can neither split the message
-/// (§12: one line naming the problem) nor drive the terminal.
-pub fn shown(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(char::is_control) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    Cow::Owned(out)
-}
-
 pub fn signal_name(signal: i32) -> &'static str {
     match signal {
         libc::SIGHUP => "SIGHUP",
@@ -504,16 +483,6 @@ pub fn signal_name(signal: i32) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn shown_escapes_control_characters_only() {
-        assert!(matches!(shown("plain é ☃ 'q'"), Cow::Borrowed(_)));
-        assert_eq!(shown("a\nb\r\tc"), "a\\nb\\r\\tc");
-        assert_eq!(
-            shown("\u{1b}[31mred\u{7f}\u{85}"),
-            "\\u{1b}[31mred\\u{7f}\\u{85}"
-        );
-    }
 
     #[test]
     fn usage_errors_render_on_one_line_plus_the_hint() {

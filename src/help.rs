@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use crate::discovery;
-use crate::error::shown;
+use crate::messages::shown;
 
 pub const TOP: &str = "\
 loopx - loop scripts that drive agent CLIs
@@ -91,7 +91,7 @@ pub fn run_help(project_root: &Path) -> String {
     let mut out = String::from(RUN_USAGE);
     let dir = discovery::loopx_dir(project_root);
     if !discovery::has_loopx_dir(project_root) {
-        crate::warn(&format!(
+        crate::messages::warn(&format!(
             "no .loopx/ directory in {}; create one with `mkdir -p .loopx/<workflow>`",
             project_root.display()
         ));
@@ -100,12 +100,12 @@ pub fn run_help(project_root: &Path) -> String {
     let found = match discovery::discover(&dir) {
         Ok(found) => found,
         Err(err) => {
-            crate::warn(&format!("cannot read {}: {err}", dir.display()));
+            crate::messages::warn(&format!("cannot read {}: {err}", dir.display()));
             return out;
         }
     };
     for problem in &found.problems {
-        crate::warn(problem);
+        crate::messages::warn(problem);
     }
     out.push_str("\nWorkflows in .loopx/:\n");
     if found.workflows.is_empty() {

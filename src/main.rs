@@ -5,6 +5,7 @@ mod api;
 mod cli;
 mod delegate;
 mod discovery;
+mod duration;
 mod engine;
 mod env;
 mod envfile;
@@ -14,6 +15,7 @@ mod install;
 mod js_assets;
 mod js_compat;
 mod json;
+mod messages;
 mod names;
 mod output;
 mod package_json;
@@ -26,6 +28,8 @@ mod target;
 mod version_check;
 
 use std::io::{self, Write};
+
+use messages::print_stdout;
 
 use cli::Command;
 use error::Error;
@@ -64,20 +68,4 @@ fn dispatch() -> Result<(), Error> {
         Command::InstallHelp => print_stdout(help::INSTALL),
         Command::Install(args) => install::install(&args),
     }
-}
-
-/// Writes to stdout in one go. A closed stdout ends loopx quietly with the
-/// status a shell expects from a broken pipe, never a panic.
-pub fn print_stdout(text: &str) -> Result<(), Error> {
-    let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(()),
-        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Err(Error::StdoutClosed),
-        Err(err) => Err(Error::io("cannot write to stdout", err)),
-    }
-}
-
-/// A warning on stderr; a closed stderr is not worth dying for.
-pub fn warn(msg: &str) {
-    let _ = writeln!(io::stderr(), "loopx: warning: {msg}");
 }

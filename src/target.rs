@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use crate::error::shown;
+use crate::messages::shown;
 use crate::names::is_valid_name;
 
 /// A syntactically valid target string.

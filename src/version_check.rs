@@ -73,9 +73,9 @@ impl Outcome {
 pub fn warn_on_entry(workflow: &str, workflow_dir: &Path) {
     let outcome = check(workflow_dir);
     if let Some(msg) = outcome.broken_warning(workflow) {
-        crate::warn(&msg);
+        crate::messages::warn(&msg);
     } else if let Some(msg) = outcome.mismatch(workflow) {
-        crate::warn(&format!("{msg}; continuing anyway"));
+        crate::messages::warn(&format!("{msg}; continuing anyway"));
     }
 }
 

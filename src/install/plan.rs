@@ -78,10 +78,10 @@ pub fn preflight(root: &Path, req: &Request<'_>, loopx_dir: &Path) -> Result<Vec
         };
         let outcome = version_check::check(&dir);
         if let Some(warning) = outcome.broken_warning(&name) {
-            crate::warn(&warning);
+            crate::messages::warn(&warning);
         } else if let Some(mismatch) = outcome.mismatch(&name) {
             if req.yes {
-                crate::warn(&format!("{mismatch}; installing anyway (-y)"));
+                crate::messages::warn(&format!("{mismatch}; installing anyway (-y)"));
             } else {
                 failures.push(format!("{mismatch}; use -y to install it anyway"));
             }
