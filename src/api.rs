@@ -2,8 +2,10 @@
 //! It is internal: not in any help text, only spoken by dist/npm's api.js,
 //! and versioned so a mismatched binary is detected with a clear error.
 //!
-//! Invocation: `loopx __api <protocol> [-n <count>] [-e <abs path>] -- <target>`
-//! with the project root as cwd. The options are those of `loopx run`.
+//! Invocation: `loopx __api <protocol> [run options] -- <target>` with the
+//! project root as cwd. The options are those of `loopx run` (run_flags.rs):
+//! `-n`, `-e <abs path>`, `--timeout`, `--max-time`, `--retry`,
+//! `--retry-delay`.
 //!
 //! The binary's stdout is the channel to the JS side (scripts' stdout is
 //! captured, so nothing else writes there); stderr passes through as in the
@@ -36,12 +38,11 @@
 use std::io::{self, Write};
 use std::os::fd::RawFd;
 
-use crate::cli::RunArgs;
-use crate::engine::{self, Observer};
+use crate::engine::{self, Observer, RunOptions};
 use crate::error::Error;
 use crate::json::write_json_string;
 use crate::output::{self, Output};
-use crate::signals::Signals;
+use crate::supervisor::Supervisor;
 
 pub const PROTOCOL: &str = "1";
 
@@ -58,69 +59,8 @@ fn send(line: &str) -> Result<(), Error> {
 
 struct Api;
 
-/// Waits for the consumer's next request. Ok(false) on EOF.
-fn wait_for_next(signals: &mut Signals) -> Result<bool, Error> {
-    let mut line = Vec::new();
-    loop {
-        let mut fds = [
-            libc::pollfd {
-                fd: 0,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: signals.fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: two valid pollfds.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        if r < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() != io::ErrorKind::Interrupted {
-                return Err(Error::io("waiting on the API channel", err));
-            }
-        }
-        signals.drain();
-        if let Some(signal) = signals.interrupted() {
-            return Err(Error::Interrupted { signal });
-        }
-        if fds[0].revents == 0 {
-            continue;
-        }
-        let mut byte = [0u8; 1];
-        // SAFETY: reading one byte into a stack buffer.
-        let n = unsafe { libc::read(0, byte.as_mut_ptr().cast(), 1) };
-        match n {
-            0 => return Ok(false),
-            n if n < 0 => {
-                let err = io::Error::last_os_error();
-                if err.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(Error::io("reading the API channel", err));
-            }
-            _ if byte[0] == b'\n' => {
-                return if line == b"next" {
-                    Ok(true)
-                } else {
-                    Err(Error::io(
-                        "unexpected request on the API channel",
-                        io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            String::from_utf8_lossy(&line).into_owned(),
-                        ),
-                    ))
-                };
-            }
-            _ => line.push(byte[0]),
-        }
-    }
-}
-
 impl Observer for Api {
-    fn output(&mut self, out: &Output, last: bool, signals: &mut Signals) -> Result<bool, Error> {
+    fn output(&mut self, out: &Output, last: bool, sup: &mut Supervisor) -> Result<bool, Error> {
         send(&format!(
             "{{\"type\":\"output\",\"output\":{}}}",
             output::to_json(out)
@@ -128,17 +68,17 @@ impl Observer for Api {
         if last {
             return Ok(true);
         }
-        wait_for_next(signals)
+        sup.next_requested()
     }
 
-    fn consumer(&self) -> Option<RawFd> {
+    fn channel(&self) -> Option<RawFd> {
         Some(0)
     }
 }
 
 /// Runs the machine mode; every outcome is reported on the channel, so the
 /// returned error (if any) is silent and only carries the exit code.
-pub fn run(protocol: &str, args: &RunArgs) -> Result<(), Error> {
+pub fn run(protocol: &str, args: &RunOptions) -> Result<(), Error> {
     if protocol != PROTOCOL {
         let mut msg = String::from("{\"type\":\"protocol\",\"supported\":");
         write_json_string(&mut msg, PROTOCOL);

@@ -3,12 +3,13 @@
 //! to consult.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 
 use lexopt::prelude::*;
 
+use crate::engine::RunOptions;
 use crate::error::Error;
 use crate::output::Output;
+use crate::run_flags::{self, help_requested, Parsed};
 
 const TOP_HELP: &str = "loopx --help";
 const RUN_HELP: &str = "loopx run --help";
@@ -28,22 +29,14 @@ pub enum Command {
     },
     EnvList,
     RunHelp,
-    Run(RunArgs),
+    Run(RunOptions),
     InstallHelp,
     Install(InstallArgs),
     /// The internal machine mode of the JS API (api.rs); never in help.
     Api {
         protocol: String,
-        args: RunArgs,
+        args: RunOptions,
     },
-}
-
-#[derive(Debug, PartialEq, Eq)]
-pub struct RunArgs {
-    /// Unvalidated: target validation happens after discovery (§4.1).
-    pub target: String,
-    pub max_iterations: Option<u64>,
-    pub env_file: Option<PathBuf>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -125,94 +118,13 @@ fn no_arguments(rest: Vec<OsString>, command: &str) -> Result<(), Error> {
     }
 }
 
-/// §4.2: within `run` and `install`, a `-h`/`--help` token anywhere means
-/// help, "ignoring all other arguments unconditionally": even where it
-/// stands as the value of an option (`run -n -h`, `install -w -h`). After
-/// `--` every token is a positional (the API passes its target that way).
-fn help_requested(rest: &[OsString]) -> bool {
-    rest.iter()
-        .take_while(|a| *a != "--")
-        .any(|a| a == "-h" || a == "--help")
-}
-
-/// §4.2: within `run`, -h/--help short-circuits everything else, so parsing
-/// first collects all problems and only reports them when no -h was seen.
+/// `loopx run`'s arguments, by the option table (run_flags.rs).
 fn parse_run(rest: Vec<OsString>) -> Result<Command, Error> {
-    if help_requested(&rest) {
-        return Ok(Command::RunHelp);
+    match run_flags::parse(rest) {
+        Ok(Parsed::Help) => Ok(Command::RunHelp),
+        Ok(Parsed::Run(options)) => Ok(Command::Run(options)),
+        Err(message) => Err(Error::usage(message, RUN_HELP)),
     }
-    let mut p = lexopt::Parser::from_args(rest);
-    let mut help = false;
-    let mut first_error: Option<String> = None;
-    let mut targets: Vec<String> = Vec::new();
-    let mut n: Option<OsString> = None;
-    let mut e: Option<OsString> = None;
-    loop {
-        let arg = match p.next() {
-            Ok(Some(arg)) => arg,
-            Ok(None) => break,
-            Err(err) => {
-                first_error.get_or_insert(err.to_string());
-                continue;
-            }
-        };
-        let flag = option_name(&arg);
-        match arg {
-            Short('h') | Long("help") => help = true,
-            Short('n') | Short('e') => {
-                let slot = if arg == Short('n') { &mut n } else { &mut e };
-                match p.value() {
-                    Ok(_) if slot.is_some() => {
-                        first_error.get_or_insert(format!("option '{flag}' given more than once"));
-                    }
-                    Ok(v) => *slot = Some(v),
-                    Err(_) => {
-                        first_error.get_or_insert(format!("option '{flag}' needs a value"));
-                    }
-                }
-            }
-            Value(v) => targets.push(lossy(v)),
-            _ => {
-                // Swallow an attached `--flag=value` so parsing can go on.
-                let _ = p.optional_value();
-                first_error.get_or_insert(format!("unknown option '{flag}' for 'loopx run'"));
-            }
-        }
-    }
-    if help {
-        return Ok(Command::RunHelp);
-    }
-    if let Some(msg) = first_error {
-        return Err(Error::usage(msg, RUN_HELP));
-    }
-    let max_iterations = match n {
-        None => None,
-        Some(v) => Some(parse_count(&v)?),
-    };
-    let target = match targets.len() {
-        0 => {
-            return Err(Error::usage(
-                "missing target: loopx run <workflow>[:<script>]",
-                RUN_HELP,
-            ))
-        }
-        1 => targets.remove(0),
-        _ => {
-            return Err(Error::usage(
-                format!(
-                    "expected one target, got {}: {}",
-                    targets.len(),
-                    targets.join(" ")
-                ),
-                RUN_HELP,
-            ))
-        }
-    };
-    Ok(Command::Run(RunArgs {
-        target,
-        max_iterations,
-        env_file: e.map(PathBuf::from),
-    }))
 }
 
 /// `__api <protocol> <run options and target>`: the run grammar, minus help.
@@ -223,18 +135,6 @@ fn parse_api(rest: Vec<OsString>) -> Result<Command, Error> {
         Command::Run(args) => Ok(Command::Api { protocol, args }),
         _ => Err(Error::usage("the API channel does not take -h", TOP_HELP)),
     }
-}
-
-/// `-n` takes a non-negative decimal integer (§4.2).
-fn parse_count(v: &OsString) -> Result<u64, Error> {
-    let s = v.to_string_lossy();
-    let bad = |why: &str| Error::usage(format!("invalid value '{s}' for -n: {why}"), RUN_HELP);
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad("expected a non-negative integer"));
-    }
-    // Beyond u64 the limit can never be reached: saturate rather than
-    // reject a value that is a valid non-negative integer.
-    Ok(s.parse::<u64>().unwrap_or(u64::MAX))
 }
 
 /// `loopx output [--result <v>] [--goto <target>] [--stop]` (§4.3). The goto
@@ -338,6 +238,7 @@ fn count(n: usize) -> String {
 /// `loopx install [options] <source>` with the same -h short-circuit and
 /// duplicate/unknown-flag rules as `run` (§4.2).
 fn parse_install(rest: Vec<OsString>) -> Result<Command, Error> {
+    // §4.2, as for run: -h anywhere, even as -w's value, is help.
     if help_requested(&rest) {
         return Ok(Command::InstallHelp);
     }
@@ -406,6 +307,7 @@ fn parse_install(rest: Vec<OsString>) -> Result<Command, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn parse_strs(args: &[&str]) -> Result<Command, Error> {
         parse(args.iter().map(OsString::from).collect())
@@ -419,10 +321,10 @@ mod tests {
     }
 
     fn run(target: &str, n: Option<u64>, e: Option<&str>) -> Command {
-        Command::Run(RunArgs {
-            target: target.into(),
+        Command::Run(RunOptions {
             max_iterations: n,
             env_file: e.map(PathBuf::from),
+            ..RunOptions::new(target)
         })
     }
 

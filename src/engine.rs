@@ -1,21 +1,78 @@
 //! The loop (§7.1, §7.2): discovery, env, target resolution, then one
-//! script per iteration with goto transitions, stop and the -n limit.
+//! script per iteration with goto transitions, stop and the -n limit; and,
+//! beyond the spec, per-script timeouts, a run budget and retries
+//! (DESIGN.md "Beyond the spec"). The supervisor runs each script and says
+//! how it ended; this module decides what that means for the loop.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use crate::cli::RunArgs;
 use crate::discovery::{self, Discovery, Script, Workflow};
+use crate::duration;
 use crate::env;
 use crate::error::Error;
+use crate::messages;
 use crate::output::{self, Output};
-use crate::process::{self, Launch};
+use crate::process::{self, Launch, Status};
 use crate::runtime;
 use crate::script_env::ScriptEnv;
 use crate::signals::Signals;
+use crate::supervisor::{self, Ending, Finished, Supervisor};
 use crate::target;
+use crate::terminal::Terminal;
 use crate::version_check;
+
+/// What a run is asked to do: `loopx run`'s options (run_flags.rs) and the
+/// JS API's (api.rs), the same for both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Unvalidated: target validation happens after discovery (§4.1).
+    pub target: String,
+    /// `-n` (§4.2).
+    pub max_iterations: Option<u64>,
+    /// `-e` (§8.2), relative to the project root.
+    pub env_file: Option<PathBuf>,
+    /// `--timeout`: the longest one script run may take.
+    pub timeout: Option<Duration>,
+    /// `--max-time`: no script run starts once this much time has passed.
+    pub max_time: Option<Duration>,
+    /// `--retry`: how many more times a failed script run is tried.
+    pub retry: u64,
+    /// `--retry-delay`: the wait before the first retry, doubled after.
+    pub retry_delay: Duration,
+}
+
+/// `--retry-delay`'s default.
+pub const RETRY_DELAY: Duration = Duration::from_secs(10);
+
+/// Retry delays double up to this.
+const RETRY_DELAY_CAP: Duration = Duration::from_secs(30 * 60);
+
+impl Default for RunOptions {
+    fn default() -> RunOptions {
+        RunOptions {
+            target: String::new(),
+            max_iterations: None,
+            env_file: None,
+            timeout: None,
+            max_time: None,
+            retry: 0,
+            retry_delay: RETRY_DELAY,
+        }
+    }
+}
+
+impl RunOptions {
+    #[cfg(test)]
+    pub fn new(target: &str) -> RunOptions {
+        RunOptions {
+            target: target.to_string(),
+            ..RunOptions::default()
+        }
+    }
+}
 
 /// A resolved script: the workflow it belongs to and the script itself.
 #[derive(Clone, Copy)]
@@ -141,7 +198,7 @@ fn own_binary() -> Result<PathBuf, Error> {
 /// (§7.1 steps 1–3), in the spec's order.
 pub fn prepare(
     project_root: &Path,
-    args: &RunArgs,
+    args: &RunOptions,
 ) -> Result<(Discovery, Vec<(OsString, OsString)>), Error> {
     if !discovery::has_loopx_dir(project_root) {
         return Err(Error::NoLoopxDir {
@@ -167,18 +224,17 @@ pub trait Observer {
     /// Called after every iteration. `last` tells that the loop ends after
     /// this output (stop or the -n limit). Returns false when the consumer
     /// wants no further iteration: the loop then ends quietly.
-    fn output(&mut self, out: &Output, last: bool, signals: &mut Signals) -> Result<bool, Error>;
+    fn output(&mut self, out: &Output, last: bool, sup: &mut Supervisor) -> Result<bool, Error>;
 
     /// Whether scripts may take over loopx's terminal while they run
-    /// (process::Terminal). Only the CLI: under the API the terminal belongs
-    /// to the consumer's program.
+    /// (terminal.rs). Only the CLI: under the API the terminal belongs to
+    /// the consumer's program.
     fn shares_terminal(&self) -> bool {
         false
     }
 
-    /// A descriptor whose hang-up while a script runs means the consumer is
-    /// gone (process::Launch::consumer). Only the API has one.
-    fn consumer(&self) -> Option<RawFd> {
+    /// The consumer's request channel (supervisor.rs). Only the API has one.
+    fn channel(&self) -> Option<RawFd> {
         None
     }
 }
@@ -187,7 +243,7 @@ pub trait Observer {
 pub struct Cli;
 
 impl Observer for Cli {
-    fn output(&mut self, _: &Output, _: bool, _: &mut Signals) -> Result<bool, Error> {
+    fn output(&mut self, _: &Output, _: bool, _: &mut Supervisor) -> Result<bool, Error> {
         Ok(true)
     }
 
@@ -196,16 +252,249 @@ impl Observer for Cli {
     }
 }
 
+/// A unique id for this run (`LOOPX_RUN_ID`): 16 hex digits from the
+/// system's random source, else from the clock and the pid.
+fn run_id() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 8];
+    let random = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .is_ok();
+    let n = if random {
+        u64::from_le_bytes(bytes)
+    } else {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        nanos ^ (u64::from(std::process::id()) << 40)
+    };
+    format!("{n:016x}")
+}
+
+/// Everything fixed for one run, and the state the loop carries.
+struct Loop<'o> {
+    opts: &'o RunOptions,
+    sup: Supervisor,
+    runtimes: runtime::Runtimes,
+    env: ScriptEnv,
+    /// When no further script run may start (`--max-time`).
+    budget_end: Option<Instant>,
+    iterations: u64,
+}
+
+/// A script run that did not succeed, and whether a retry may follow.
+struct Failure {
+    error: Error,
+    retryable: bool,
+    /// How it failed, for the retry line: `exit 2`, `killed by SIGSEGV`.
+    how: String,
+}
+
+/// What a script run comes to.
+enum Verdict {
+    /// Exit code 0: its stdout.
+    Success(Vec<u8>),
+    Failed(Failure),
+}
+
+fn failed(error: Error, retryable: bool, how: String) -> Verdict {
+    Verdict::Failed(Failure {
+        error,
+        retryable,
+        how,
+    })
+}
+
+/// §7.2 and the retry rule: what a script's ending means. A failure may be
+/// retried when the script failed by itself or timed out, never when loopx
+/// ended it for another reason.
+fn judge(finished: Finished, label: &str, script: &Path, timeout: Option<Duration>) -> Verdict {
+    let label = label.to_string();
+    match (finished.ending, finished.status) {
+        (Ending::Interrupted(signal), _) => {
+            failed(Error::Interrupted { signal }, false, String::new())
+        }
+        (Ending::ConsumerGone, _) => failed(Error::ConsumerGone, false, String::new()),
+        (Ending::NeedsTerminal(signal), _) => {
+            let error = Error::ScriptNeedsTerminal {
+                script: label,
+                signal,
+            };
+            failed(error, false, String::new())
+        }
+        (Ending::TimedOut, _) => {
+            let after = timeout.unwrap_or_default();
+            let how = format!("timed out after {}", duration::format(after));
+            failed(
+                Error::TimedOut {
+                    script: label,
+                    after,
+                },
+                true,
+                how,
+            )
+        }
+        (Ending::Natural, Status::Code(0)) => Verdict::Success(finished.stdout),
+        // §5.1: a script file removed mid-loop fails as a launch error.
+        (Ending::Natural, Status::Code(_)) if !script.exists() => {
+            let err = std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "the script file no longer exists",
+            );
+            let program = script.display().to_string();
+            failed(
+                Error::Spawn {
+                    script: label,
+                    program,
+                    err,
+                },
+                false,
+                String::new(),
+            )
+        }
+        (Ending::Natural, Status::Code(code)) => {
+            let how = format!("failed (exit {code})");
+            failed(
+                Error::ScriptFailed {
+                    script: label,
+                    code,
+                },
+                true,
+                how,
+            )
+        }
+        (Ending::Natural, Status::Signal(signal)) => {
+            let how = format!("failed (killed by {})", crate::error::signal_name(signal));
+            failed(
+                Error::ScriptKilled {
+                    script: label,
+                    signal,
+                },
+                true,
+                how,
+            )
+        }
+    }
+}
+
+/// The wait before retry `n` (1-based): the delay, doubled per retry after
+/// the first, at most 30 minutes.
+fn retry_delay(first: Duration, n: u64) -> Duration {
+    let factor = 1u32
+        .checked_shl((n.saturating_sub(1)).min(31) as u32)
+        .unwrap_or(u32::MAX);
+    first
+        .checked_mul(factor)
+        .unwrap_or(RETRY_DELAY_CAP)
+        .min(RETRY_DELAY_CAP)
+}
+
+impl Loop<'_> {
+    /// One iteration's script, with its retries (`--retry`): a retry runs it
+    /// again with the same input and is not an iteration (-n).
+    fn run_with_retries(
+        &mut self,
+        current: &Resolved,
+        stdin: Option<&str>,
+    ) -> Result<Vec<u8>, Error> {
+        let label = current.label();
+        let iteration = self.iterations.to_string();
+        let mut attempt: u64 = 1;
+        loop {
+            let finished = self.run_once(current, &label, stdin, &iteration, attempt)?;
+            let failure = match judge(finished, &label, &current.script.path, self.opts.timeout) {
+                Verdict::Success(stdout) => return Ok(stdout),
+                Verdict::Failed(failure) => failure,
+            };
+            if !failure.retryable || attempt > self.opts.retry {
+                return Err(failure.error);
+            }
+            let delay = retry_delay(self.opts.retry_delay, attempt);
+            // A retry that could only start after the budget is not made.
+            if self
+                .budget_end
+                .is_some_and(|end| supervisor::deadline(delay).map_or(true, |at| at >= end))
+            {
+                return Err(failure.error);
+            }
+            messages::notice(&format!(
+                "{label} {}; retry {attempt} of {} in {}",
+                failure.how,
+                self.opts.retry,
+                duration::format(delay)
+            ));
+            self.sup.sleep(delay)?;
+            attempt += 1;
+        }
+    }
+
+    fn run_once(
+        &mut self,
+        current: &Resolved,
+        label: &str,
+        stdin: Option<&str>,
+        iteration: &str,
+        attempt: u64,
+    ) -> Result<Finished, Error> {
+        let program = self
+            .runtimes
+            .program_for(current.workflow, current.script, label)?;
+        let attempt = attempt.to_string();
+        let mut extra: Vec<(&OsStr, &OsStr)> = vec![
+            (
+                OsStr::new("LOOPX_WORKFLOW"),
+                OsStr::new(&current.workflow.name),
+            ),
+            (OsStr::new("LOOPX_ITERATION"), OsStr::new(iteration)),
+            (OsStr::new("LOOPX_ATTEMPT"), OsStr::new(&attempt)),
+        ];
+        extra.extend(
+            program
+                .env
+                .iter()
+                .map(|(n, v)| (n.as_os_str(), v.as_os_str())),
+        );
+        let envp = self.env.envp(&extra);
+        let script = supervisor::Script {
+            launch: Launch {
+                program: &program.program,
+                args: &program.args,
+                cwd: &current.workflow.dir,
+                envp,
+                piped_stdin: stdin.is_some(),
+                group: None,
+            },
+            stdin: stdin.map(str::as_bytes),
+            timeout: self.opts.timeout,
+            label,
+        };
+        self.sup.run_script(&script)
+    }
+
+    /// `--max-time`: whether the budget is spent, saying so once it is.
+    fn budget_spent(&self) -> bool {
+        let spent = self.budget_end.is_some_and(|end| Instant::now() >= end);
+        if spent {
+            let n = self.iterations;
+            messages::notice(&format!(
+                "stopped: --max-time {} reached after {n} iteration{}",
+                duration::format(self.opts.max_time.unwrap_or_default()),
+                if n == 1 { "" } else { "s" }
+            ));
+        }
+        spent
+    }
+}
+
 /// `loopx run <target>` (and the API's machine mode through `observer`).
-pub fn run(args: &RunArgs, observer: &mut dyn Observer) -> Result<(), Error> {
-    let mut signals =
-        Signals::install().map_err(|e| Error::io("cannot install signal handlers", e))?;
+pub fn run(opts: &RunOptions, observer: &mut dyn Observer) -> Result<(), Error> {
+    let signals = Signals::install().map_err(|e| Error::io("cannot install signal handlers", e))?;
     process::become_subreaper();
     let project_root = std::env::current_dir()
         .map_err(|e| Error::io("cannot determine the current directory", e))?;
-    let (d, vars) = prepare(&project_root, args)?;
-    let start = resolve_start(&d, &args.target)?;
-    if args.max_iterations == Some(0) {
+    let (d, vars) = prepare(&project_root, opts)?;
+    let start = resolve_start(&d, &opts.target)?;
+    if opts.max_iterations == Some(0) {
         // §7.1 step 4: validated, nothing runs, no version check.
         return Ok(());
     }
@@ -214,61 +503,41 @@ pub fn run(args: &RunArgs, observer: &mut dyn Observer) -> Result<(), Error> {
     entered.enter(start.workflow);
 
     // §8.3: loopx's own variables override the env files, which override the
-    // inherited environment (later entries win in ScriptEnv::install).
-    let mut env = vars;
-    env.push(("LOOPX_BIN".into(), own_binary()?.into_os_string()));
-    env.push((
-        "LOOPX_PROJECT_ROOT".into(),
-        project_root.clone().into_os_string(),
-    ));
-
-    let terminal = if observer.shares_terminal() {
-        process::Terminal::detect()
-    } else {
-        None
+    // inherited environment.
+    let own: Vec<(OsString, OsString)> = vec![
+        ("LOOPX_BIN".into(), own_binary()?.into_os_string()),
+        (
+            "LOOPX_PROJECT_ROOT".into(),
+            project_root.clone().into_os_string(),
+        ),
+        ("LOOPX_RUN_ID".into(), run_id().into()),
+    ];
+    let terminal = observer.shares_terminal().then(Terminal::detect).flatten();
+    let mut lp = Loop {
+        opts,
+        sup: Supervisor::new(signals, observer.channel(), terminal),
+        // §6.3: the JS/TS runtime is decided when the first such script
+        // runs, then kept for the whole run.
+        runtimes: runtime::Runtimes::new(runtime::Settings::from_env(&vars), project_root.clone()),
+        env: ScriptEnv::new(std::env::vars_os(), &[&vars, &own]),
+        budget_end: opts.max_time.and_then(supervisor::deadline),
+        iterations: 0,
     };
-    // §6.3: the JS/TS runtime is decided when the first such script runs,
-    // then kept for the whole run.
-    let mut runtimes =
-        runtime::Runtimes::new(runtime::Settings::from_env(&env), project_root.clone());
-    // After the settings above: from here on loopx's environment is the
-    // scripts' (script_env.rs).
-    let mut script_env = ScriptEnv::install(&env);
     let mut current = start;
     let mut stdin: Option<String> = None;
-    let mut iterations: u64 = 0;
     loop {
-        signals.drain();
-        // Descendants of earlier scripts that ended since are our zombies
-        // (subreaper); one non-blocking waitpid keeps the table clean.
-        process::reap_orphans();
-        if let Some(signal) = signals.interrupted() {
-            // §7.3: between iterations, exit at once.
-            return Err(Error::Interrupted { signal });
+        // §7.3: between iterations, an interrupt exits at once.
+        lp.sup.between_scripts()?;
+        if lp.budget_spent() {
+            return Ok(());
         }
-        let label = current.label();
-        let program = runtimes.program_for(current.workflow, current.script, &label)?;
-        script_env.set_workflow(&current.workflow.name);
-        script_env.set_runtime(&program.env);
-        let stdout = process::run(
-            &Launch {
-                label: &label,
-                script: &current.script.path,
-                program: &program.program,
-                args: &program.args,
-                cwd: &current.workflow.dir,
-                stdin: stdin.as_deref().map(str::as_bytes),
-                terminal: terminal.as_ref(),
-                consumer: observer.consumer(),
-            },
-            &mut signals,
-        )?;
-        iterations += 1;
+        lp.iterations += 1;
+        let stdout = lp.run_with_retries(&current, stdin.as_deref())?;
         let out = output::parse(stdout);
         // §2.3: stop beats goto; §7.1 step 10: the -n limit ends the loop
         // after the final output, which is still observed.
-        let last = out.stop || args.max_iterations.is_some_and(|max| iterations >= max);
-        if !observer.output(&out, last, &mut signals)? || last {
+        let last = out.stop || opts.max_iterations.is_some_and(|max| lp.iterations >= max);
+        if !observer.output(&out, last, &mut lp.sup)? || last {
             return Ok(());
         }
         let previous = current.workflow;
@@ -277,5 +546,30 @@ pub fn run(args: &RunArgs, observer: &mut dyn Observer) -> Result<(), Error> {
             // §7.1 step 11e: after the goto target is resolved, before it runs.
             entered.enter(current.workflow);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_delays_double_up_to_thirty_minutes() {
+        let s = Duration::from_secs;
+        assert_eq!(retry_delay(s(10), 1), s(10));
+        assert_eq!(retry_delay(s(10), 2), s(20));
+        assert_eq!(retry_delay(s(10), 4), s(80));
+        assert_eq!(retry_delay(s(10), 9), s(1800));
+        assert_eq!(retry_delay(s(10), 1_000), s(1800));
+        assert_eq!(retry_delay(s(3600), 1), s(1800));
+        assert_eq!(retry_delay(Duration::ZERO, 5), Duration::ZERO);
+    }
+
+    #[test]
+    fn run_ids_are_hex_and_differ() {
+        let (a, b) = (run_id(), run_id());
+        assert_eq!(a.len(), 16);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
     }
 }

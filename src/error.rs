@@ -81,6 +81,12 @@ pub enum Error {
         script: String,
         signal: i32,
     },
+    /// `--timeout` passed and no retry was left: the script's group was
+    /// terminated. Exit 124, as `timeout(1)`.
+    TimedOut {
+        script: String,
+        after: std::time::Duration,
+    },
     /// The script was stopped (SIGTTIN/SIGTTOU) for using the terminal while
     /// loopx did not hold it, and was ended rather than left stopped.
     ScriptNeedsTerminal {
@@ -204,9 +210,11 @@ impl Error {
         }
     }
 
-    /// §12: 128+N for signals, 1 for everything else.
+    /// §12: 128+N for signals, 1 for everything else; beyond the spec, 124
+    /// for a timeout with no retry left (DESIGN.md "Beyond the spec").
     pub fn exit_code(&self) -> i32 {
         match self {
+            Error::TimedOut { .. } => 124,
             Error::Interrupted { signal } => 128 + signal,
             Error::StdoutClosed => 128 + libc::SIGPIPE,
             Error::Reported { code } => *code,
@@ -332,6 +340,11 @@ impl fmt::Display for Error {
                 f,
                 "script {script} was killed by signal {} ({signal}); stopping the loop",
                 signal_name(*signal)
+            ),
+            Error::TimedOut { script, after } => write!(
+                f,
+                "{script} timed out after {}; its process group was terminated",
+                crate::duration::format(*after)
             ),
             Error::ScriptNeedsTerminal { script, signal } => write!(
                 f,

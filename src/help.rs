@@ -4,6 +4,7 @@ use std::path::Path;
 
 use crate::discovery;
 use crate::messages::shown;
+use crate::run_flags;
 
 pub const TOP: &str = "\
 loopx - loop scripts that drive agent CLIs
@@ -37,12 +38,9 @@ Usage: loopx run [options] <workflow>[:<script>]
 Runs <workflow>:<script> (default script: index) and loops: a script's stdout
 is its structured output {\"result\", \"goto\", \"stop\"}; goto moves to another
 script, stop ends the loop, otherwise the loop restarts at the target.
+Durations read 500ms, 90s, 15m, 2h or 1h30m; a bare number is seconds.
 
 Options:
-  -n <count>    Stop after <count> iterations (every script run counts;
-                0 checks the target and env files, then exits)
-  -e <path>     Also load variables from this env file (overrides global ones)
-  -h, --help    Show this help
 ";
 
 pub const INSTALL: &str = "\
@@ -89,6 +87,7 @@ run `npm install` in the workflow directory if it needs any.
 /// validation warnings on stderr.
 pub fn run_help(project_root: &Path) -> String {
     let mut out = String::from(RUN_USAGE);
+    out.push_str(&run_flags::help_lines());
     let dir = discovery::loopx_dir(project_root);
     if !discovery::has_loopx_dir(project_root) {
         crate::messages::warn(&format!(

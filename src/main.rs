@@ -20,11 +20,14 @@ mod names;
 mod output;
 mod package_json;
 mod process;
+mod run_flags;
 mod runtime;
 mod script_env;
 mod semver_range;
 mod signals;
+mod supervisor;
 mod target;
+mod terminal;
 mod version_check;
 
 use std::io::{self, Write};

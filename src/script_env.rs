@@ -2,69 +2,153 @@
 //! files, under loopx's own variables (§3.4), plus what a runtime needs
 //! (runtime.rs).
 //!
-//! It is kept in loopx's own environment, set up once per run, so every
-//! spawn passes it on as it is. Handing `Command` the variables instead
-//! makes it copy, sort and re-encode the whole environment on every spawn:
-//! with 35 inherited variables that was ~80% of the instructions loopx
-//! itself spent per iteration (callgrind, `run -n 200` of an empty script).
-//!
-//! loopx is single-threaded while it runs scripts, and the settings it takes
-//! from its own environment (runtime::Settings) are read before `install`,
-//! so writing the environment changes nothing but what scripts inherit.
+//! Prepared once per run as ready-made `NAME=value` C strings and handed to
+//! each spawn as an `envp` array (process.rs). loopx's own environment is
+//! never rewritten. Per spawn only the few variables that change
+//! (`LOOPX_WORKFLOW`, `LOOPX_ITERATION`, `LOOPX_ATTEMPT`, a runtime's) are
+//! formatted, and the pointer array is rebuilt: a few dozen pointer copies.
+//! Handing `std::process::Command` the variables instead would copy, sort
+//! and re-encode the whole environment on every spawn: with 35 inherited
+//! variables that was ~80% of the instructions loopx itself spent per
+//! iteration (callgrind, `run -n 200` of an empty script).
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::{CString, OsStr, OsString};
+use std::os::raw::c_char;
+use std::os::unix::ffi::OsStrExt;
+
+/// Variables set per spawn: never taken from the layers below (§8.3: loopx's
+/// own variables win over everything).
+const PER_SPAWN: [&str; 3] = ["LOOPX_WORKFLOW", "LOOPX_ITERATION", "LOOPX_ATTEMPT"];
 
 pub struct ScriptEnv {
-    workflow: Option<OsString>,
-    /// The runtime's variables set now, each with its value before.
-    runtime: Vec<(OsString, OsString, Option<OsString>)>,
+    /// Everything fixed for the run, one `NAME=value` each, names unique.
+    base: Vec<CString>,
+    /// Per-spawn entries, rebuilt by `envp`.
+    extra: Vec<CString>,
+    /// `envp` as execve wants it: pointers into `base` and `extra`, then null.
+    pointers: Vec<*const c_char>,
 }
 
+/// One `NAME=value`; None when either holds a NUL byte (not representable in
+/// an environment; env-file values cannot hold one, inherited ones cannot).
+fn entry(name: &OsStr, value: &OsStr) -> Option<CString> {
+    let mut bytes = Vec::with_capacity(name.len() + value.len() + 1);
+    bytes.extend_from_slice(name.as_bytes());
+    bytes.push(b'=');
+    bytes.extend_from_slice(value.as_bytes());
+    CString::new(bytes).ok()
+}
+
+fn name_of(entry: &CString) -> &[u8] {
+    let bytes = entry.as_bytes();
+    let end = bytes.iter().position(|&b| b == b'=').unwrap_or(bytes.len());
+    &bytes[..end]
+}
+
+/// One layer of variables, lowest precedence first.
+pub type Vars = [(OsString, OsString)];
+
 impl ScriptEnv {
-    /// Sets `vars` in this process's environment, later entries over earlier
-    /// ones. Names and values are valid environment strings: env-file keys
-    /// are checked and NUL-free (envfile.rs), the rest are loopx's own.
-    pub fn install(vars: &[(OsString, OsString)]) -> ScriptEnv {
-        for (name, value) in vars {
-            std::env::set_var(name, value);
+    /// `inherited`, then each of `layers` over it (§8.3 order: env files,
+    /// then loopx's own variables).
+    pub fn new(
+        inherited: impl Iterator<Item = (OsString, OsString)>,
+        layers: &[&Vars],
+    ) -> ScriptEnv {
+        let mut base: Vec<CString> = Vec::new();
+        let mut set = |name: &OsStr, value: &OsStr| {
+            if PER_SPAWN.iter().any(|p| name.as_bytes() == p.as_bytes()) {
+                return;
+            }
+            let Some(e) = entry(name, value) else { return };
+            match base.iter().position(|b| name_of(b) == name.as_bytes()) {
+                Some(i) => base[i] = e,
+                None => base.push(e),
+            }
+        };
+        for (name, value) in inherited {
+            set(&name, &value);
         }
-        ScriptEnv {
-            workflow: None,
-            runtime: Vec::new(),
-        }
-    }
-
-    /// `LOOPX_WORKFLOW` (§3.4): written only when it changes.
-    pub fn set_workflow(&mut self, name: &str) {
-        if self.workflow.as_deref() != Some(OsStr::new(name)) {
-            std::env::set_var("LOOPX_WORKFLOW", name);
-            self.workflow = Some(name.into());
-        }
-    }
-
-    /// The variables the next script's runtime needs, on top of the rest.
-    /// Those of the previous script that this one does not set go back to
-    /// what they were.
-    pub fn set_runtime(&mut self, vars: &[(OsString, OsString)]) {
-        let same = self.runtime.len() == vars.len()
-            && self
-                .runtime
-                .iter()
-                .zip(vars)
-                .all(|((n, v, _), (name, value))| n == name && v == value);
-        if same {
-            return;
-        }
-        for (name, _, before) in self.runtime.drain(..).rev() {
-            match before {
-                Some(value) => std::env::set_var(&name, value),
-                None => std::env::remove_var(&name),
+        for layer in layers {
+            for (name, value) in layer.iter() {
+                set(name, value);
             }
         }
-        for (name, value) in vars {
-            let before = std::env::var_os(name);
-            std::env::set_var(name, value);
-            self.runtime.push((name.clone(), value.clone(), before));
+        ScriptEnv {
+            base,
+            extra: Vec::new(),
+            pointers: Vec::new(),
         }
+    }
+
+    /// The environment for one spawn: the run's, with `extra` over it (the
+    /// per-spawn variables and a runtime's). Valid until the next call.
+    pub fn envp(&mut self, extra: &[(&OsStr, &OsStr)]) -> &[*const c_char] {
+        self.extra.clear();
+        self.extra
+            .extend(extra.iter().filter_map(|(n, v)| entry(n, v)));
+        self.pointers.clear();
+        let overridden = |b: &CString| extra.iter().any(|(n, _)| n.as_bytes() == name_of(b));
+        for b in &self.base {
+            if !overridden(b) {
+                self.pointers.push(b.as_ptr());
+            }
+        }
+        self.pointers.extend(self.extra.iter().map(|e| e.as_ptr()));
+        self.pointers.push(std::ptr::null());
+        &self.pointers
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    fn os(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        pairs.iter().map(|(n, v)| (n.into(), v.into())).collect()
+    }
+
+    fn strings(envp: &[*const c_char]) -> Vec<String> {
+        let (last, entries) = envp.split_last().expect("terminated");
+        assert!(last.is_null());
+        entries
+            .iter()
+            // SAFETY: every pointer comes from a live CString of ScriptEnv.
+            .map(|&p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn later_layers_win_and_names_stay_unique() {
+        let inherited = os(&[
+            ("PATH", "/bin"),
+            ("KEY", "inherited"),
+            ("LOOPX_BIN", "user"),
+        ]);
+        let files = os(&[("KEY", "file"), ("NEW", "x")]);
+        let own = os(&[("LOOPX_BIN", "/usr/bin/loopx")]);
+        let mut env = ScriptEnv::new(inherited.into_iter(), &[&files, &own]);
+        assert_eq!(
+            strings(env.envp(&[])),
+            ["PATH=/bin", "KEY=file", "LOOPX_BIN=/usr/bin/loopx", "NEW=x"]
+        );
+    }
+
+    #[test]
+    fn per_spawn_variables_override_and_never_leak_from_below() {
+        let inherited = os(&[("LOOPX_WORKFLOW", "stale"), ("TSX_TSCONFIG_PATH", "mine")]);
+        let mut env = ScriptEnv::new(inherited.into_iter(), &[]);
+        let w = OsStr::new("LOOPX_WORKFLOW");
+        let t = OsStr::new("TSX_TSCONFIG_PATH");
+        assert_eq!(
+            strings(env.envp(&[(w, OsStr::new("ralph")), (t, OsStr::new("/x"))])),
+            ["LOOPX_WORKFLOW=ralph", "TSX_TSCONFIG_PATH=/x"]
+        );
+        // A runtime variable of one spawn is gone at the next.
+        assert_eq!(
+            strings(env.envp(&[(w, OsStr::new("other"))])),
+            ["TSX_TSCONFIG_PATH=mine", "LOOPX_WORKFLOW=other"]
+        );
     }
 }

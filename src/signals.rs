@@ -1,7 +1,7 @@
 //! Signal reception for `loopx run` (§7.3). The handler does only
 //! async-signal-safe work: it writes one byte per signal into a non-blocking
-//! self-pipe. Everything else happens in normal code that polls the pipe's
-//! read end alongside the script's pipes (process.rs) or between iterations.
+//! self-pipe. Everything else happens in normal code: the supervisor's poll
+//! loop (supervisor.rs) watches the pipe's read end.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -205,12 +205,29 @@ impl Signals {
         self.first
     }
 
-    /// Records an interrupt that reached the script instead of loopx: a
-    /// Ctrl-C typed while the script held the terminal (process.rs).
-    pub fn note_interrupt(&mut self, signal: i32) {
-        self.first.get_or_insert(signal);
+    /// Records an interrupt that reached the script's group instead of
+    /// loopx: a Ctrl-C typed while the script held the terminal
+    /// (terminal.rs). Reported like one that came through the pipe.
+    pub fn note_interrupt(&mut self, signal: i32) -> Events {
         self.counts[kind(signal)][0] += 1;
-        self.genuine = self.count();
+        let mut ev = Events::default();
+        self.count_genuine(signal, &mut ev);
+        ev
+    }
+
+    /// Updates the first interrupt and the escalation state after a count.
+    fn count_genuine(&mut self, sig: i32, ev: &mut Events) {
+        self.first.get_or_insert(sig);
+        let genuine = self.count();
+        if genuine > self.genuine {
+            if self.genuine == 0 {
+                ev.first_interrupt = self.first;
+            }
+            if genuine >= 2 {
+                ev.repeated_interrupt = true;
+            }
+            self.genuine = genuine;
+        }
     }
 
     /// Distinct interrupts: a Ctrl-C reaching both loopx and the npm shim
@@ -239,17 +256,7 @@ impl Signals {
                 }
                 let origin = usize::from(b & FROM_PARENT != 0);
                 self.counts[kind(sig)][origin] += 1;
-                self.first.get_or_insert(sig);
-                let genuine = self.count();
-                if genuine > self.genuine {
-                    if self.genuine == 0 {
-                        ev.first_interrupt = self.first;
-                    }
-                    if genuine >= 2 {
-                        ev.repeated_interrupt = true;
-                    }
-                    self.genuine = genuine;
-                }
+                self.count_genuine(sig, &mut ev);
             }
         }
         ev
@@ -352,8 +359,10 @@ mod tests {
     #[test]
     fn a_ctrl_c_noted_from_the_terminal_counts_for_escalation() {
         let (mut s, _) = feed(&[]);
-        s.note_interrupt(libc::SIGINT);
+        let ev = s.note_interrupt(libc::SIGINT);
+        assert_eq!(ev.first_interrupt, Some(libc::SIGINT));
         assert_eq!(s.interrupted(), Some(libc::SIGINT));
+        assert!(s.note_interrupt(libc::SIGINT).repeated_interrupt);
         let n = unsafe { libc::write(s.write.as_raw_fd(), [INT].as_ptr().cast(), 1) };
         assert_eq!(n, 1);
         assert!(s.drain().repeated_interrupt);
