@@ -8,6 +8,7 @@ use lexopt::prelude::*;
 
 use crate::engine::RunOptions;
 use crate::error::Error;
+use crate::install::InstallArgs;
 use crate::output::Output;
 use crate::run_flags::{self, help_requested, Parsed};
 
@@ -37,13 +38,6 @@ pub enum Command {
         protocol: String,
         args: RunOptions,
     },
-}
-
-#[derive(Debug, PartialEq, Eq)]
-pub struct InstallArgs {
-    pub source: String,
-    pub workflow: Option<String>,
-    pub yes: bool,
 }
 
 fn lossy(s: OsString) -> String {

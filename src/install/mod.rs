@@ -21,12 +21,21 @@ pub mod source;
 
 use std::io::Write;
 
-use crate::cli::InstallArgs;
 use crate::discovery;
 use crate::error::Error;
 use crate::signals::Signals;
 use scratch::Scratch;
 use source::Source;
+
+/// What `loopx install` is asked for (§4.2, §10).
+#[derive(Debug, PartialEq, Eq)]
+pub struct InstallArgs {
+    pub source: String,
+    /// `-w <name>` (§10.8).
+    pub workflow: Option<String>,
+    /// `-y` (§10.5, §10.6).
+    pub yes: bool,
+}
 
 /// `loopx install [-w <name>] [-y] <source>` in the project root (the cwd).
 pub fn install(args: &InstallArgs) -> Result<(), Error> {
