@@ -49,6 +49,11 @@ fn asset() -> String {
     format!("loopx-{TARGET}.tar.gz")
 }
 
+/// The npm package of the release.
+fn npm_tgz() -> String {
+    format!("loopx-{VERSION}.tgz")
+}
+
 // ---------------------------------------------------------------- helpers
 
 /// A directory under cargo's per-target temp dir, removed on drop.
@@ -188,14 +193,28 @@ impl Build {
     fn install_sh(&self) -> Vec<u8> {
         read(&self.out.join("install.sh"))
     }
+
+    fn npm_tgz(&self) -> PathBuf {
+        self.vdir().join(npm_tgz())
+    }
+}
+
+/// build-release.sh (of `root`, a checkout) with npm's cache, where npm pack
+/// keeps its logs, in our temp dir.
+fn build_release_cmd(root: &Path) -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.arg(root.join("scripts/build-release.sh"))
+        .env(
+            "npm_config_cache",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("release-tests/npm-cache"),
+        )
+        .stdin(Stdio::null());
+    cmd
 }
 
 fn build_release(out: &Path, target_dir: Option<&Path>) -> Build {
-    let mut cmd = Command::new("bash");
-    cmd.arg(Path::new(ROOT).join("scripts/build-release.sh"))
-        .args(["--target", TARGET, "--out"])
-        .arg(out)
-        .stdin(Stdio::null());
+    let mut cmd = build_release_cmd(Path::new(ROOT));
+    cmd.args(["--target", TARGET, "--out"]).arg(out);
     if let Some(dir) = target_dir {
         cmd.env("CARGO_TARGET_DIR", dir);
     }
@@ -247,6 +266,10 @@ fn gunzip(path: &Path) -> Vec<u8> {
 fn octal(field: &[u8]) -> u64 {
     let text = String::from_utf8_lossy(field);
     let text = text.trim_matches(|c: char| c == '\0' || c == ' ');
+    // npm's tar (portable mode) leaves owner fields empty: no owner, 0.
+    if text.is_empty() {
+        return 0;
+    }
     u64::from_str_radix(text, 8).unwrap_or_else(|e| panic!("octal field {text:?}: {e}"))
 }
 
@@ -541,10 +564,15 @@ fn sha256sums_cover_every_asset_and_latest_mirrors_the_version() {
         assert_eq!(sum, sha256_hex(&vdir.join(name)), "checksum of {name}");
         listed.push(name.to_string());
     }
-    assert_eq!(listed, ["install.sh".to_string(), asset()]);
+    assert_eq!(listed, ["install.sh".to_string(), asset(), npm_tgz()]);
     assert_eq!(
         dir_names(&vdir),
-        ["SHA256SUMS".to_string(), "install.sh".into(), asset()]
+        [
+            "SHA256SUMS".to_string(),
+            "install.sh".into(),
+            npm_tgz(),
+            asset()
+        ]
     );
 
     let latest = build.out.join("latest/download");
@@ -574,10 +602,200 @@ fn two_builds_of_one_commit_are_byte_identical() {
         read(&first.archive()) == read(&second.archive()),
         "archives differ between two builds"
     );
+    assert!(
+        read(&first.npm_tgz()) == read(&second.npm_tgz()),
+        "npm packages differ between two builds"
+    );
     assert_eq!(
         read(&first.vdir().join("SHA256SUMS")),
         read(&second.vdir().join("SHA256SUMS"))
     );
+}
+
+/// Every file under `dir` (relative paths, sorted), skipping `skip` names.
+fn files_under(dir: &Path, skip: &[&str]) -> Vec<String> {
+    fn walk(root: &Path, dir: &Path, skip: &[&str], out: &mut Vec<String>) {
+        for entry in fs::read_dir(dir).unwrap_or_else(|e| panic!("ls {}: {e}", dir.display())) {
+            let entry = entry.expect("dir entry");
+            let path = entry.path();
+            let rel = path.strip_prefix(root).expect("under root");
+            if skip.iter().any(|s| rel == Path::new(s)) {
+                continue;
+            }
+            if path.is_dir() {
+                walk(root, &path, skip, out);
+            } else {
+                out.push(rel.to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, skip, &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn npm_package_is_dist_npm_with_the_release_checksums_and_the_license() {
+    let build = release();
+    let entries = untar(&gunzip(&build.npm_tgz()));
+    let mut names: Vec<String> = entries.iter().map(|e| e.name.clone()).collect();
+    names.sort();
+    // What users run, and nothing else: no tests, no lockfile, no
+    // node_modules, no binary (it is fetched for the user's platform).
+    let npm = Path::new(ROOT).join("dist/npm");
+    let mut want: Vec<String> = files_under(
+        &npm,
+        &[
+            "test",
+            "node_modules",
+            "native",
+            "package-lock.json",
+            "SHA256SUMS",
+        ],
+    );
+    want.extend(["LICENSE".to_string(), "SHA256SUMS".to_string()]);
+    let mut want: Vec<String> = want.iter().map(|f| format!("package/{f}")).collect();
+    want.sort();
+    assert_eq!(names, want);
+
+    let file = |name: &str| -> &Entry {
+        entries
+            .iter()
+            .find(|e| e.name == format!("package/{name}"))
+            .unwrap_or_else(|| panic!("{name} is not in the package"))
+    };
+    for name in files_under(
+        &npm,
+        &["test", "node_modules", "native", "package-lock.json"],
+    ) {
+        assert_eq!(file(&name).data, read(&npm.join(&name)), "{name}");
+    }
+    assert_eq!(
+        file("LICENSE").data,
+        read(&Path::new(ROOT).join("dist/LICENSE"))
+    );
+    assert_eq!(file("bin/loopx.js").mode & 0o777, 0o755);
+    let package_json = String::from_utf8_lossy(&file("package.json").data).into_owned();
+    assert!(
+        package_json.contains(&format!("\"version\": \"{VERSION}\"")),
+        "{package_json}"
+    );
+
+    // The package's SHA256SUMS is the release's, but for the package's own
+    // line (a file cannot hold its own checksum).
+    let sums = String::from_utf8(read(&build.vdir().join("SHA256SUMS"))).expect("UTF-8");
+    let without_package: String = sums
+        .lines()
+        .filter(|l| !l.ends_with(&format!("  {}", npm_tgz())))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        String::from_utf8_lossy(&file("SHA256SUMS").data),
+        without_package
+    );
+    assert!(without_package.contains(&asset()), "{without_package}");
+}
+
+#[test]
+fn assembling_the_archives_packs_the_same_npm_package_and_sums() {
+    // The release workflow gathers archives built elsewhere and runs
+    // --assemble: it must produce the tree a build produces, byte for byte.
+    let build = release();
+    let scratch = TempDir::new("assemble");
+    let vdir = scratch.join(&format!("out/download/v{VERSION}"));
+    write(&vdir.join(asset()), read(&build.archive()));
+    let o = run(build_release_cmd(Path::new(ROOT))
+        .args(["--assemble", "--out"])
+        .arg(scratch.join("out")));
+    assert!(o.status.success(), "{}", describe(&o));
+    assert!(read(&vdir.join(npm_tgz())) == read(&build.npm_tgz()));
+    assert_eq!(
+        read(&vdir.join("SHA256SUMS")),
+        read(&build.vdir().join("SHA256SUMS"))
+    );
+    assert_eq!(
+        dir_names(&scratch.join("out/latest/download")),
+        dir_names(&build.vdir())
+    );
+}
+
+/// A copy of the files build-release.sh reads before it builds anything,
+/// with dist/npm/package.json at `npm_version`.
+fn scratch_checkout(scratch: &TempDir, npm_version: &str) -> PathBuf {
+    let root = scratch.join("checkout");
+    for file in [
+        "scripts/build-release.sh",
+        "Cargo.toml",
+        "install.sh",
+        "README.md",
+        "dist/LICENSE",
+    ] {
+        write(&root.join(file), read(&Path::new(ROOT).join(file)));
+    }
+    let package_json = String::from_utf8(read(&Path::new(ROOT).join("dist/npm/package.json")))
+        .expect("package.json is UTF-8")
+        .replacen(
+            &format!("\"version\": \"{VERSION}\""),
+            &format!("\"version\": \"{npm_version}\""),
+            1,
+        );
+    write(&root.join("dist/npm/package.json"), package_json);
+    root
+}
+
+#[test]
+fn a_package_json_version_unlike_cargo_tomls_fails_the_build_before_building() {
+    let scratch = TempDir::new("npm-version");
+    let root = scratch_checkout(&scratch, "9.9.9");
+    for args in [&["--target", TARGET][..], &["--assemble"][..]] {
+        let o = run(build_release_cmd(&root)
+            .args(args)
+            .arg("--out")
+            .arg(scratch.join("out")));
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", describe(&o));
+        assert_eq!(
+            stderr(&o),
+            format!(
+                "build-release: error: version mismatch: Cargo.toml says {VERSION} but \
+                 dist/npm/package.json says 9.9.9; set both to the version being released\n"
+            ),
+            "{args:?}"
+        );
+        assert!(!scratch.join("out/download").exists(), "{args:?}");
+    }
+}
+
+#[test]
+fn an_archive_holding_another_version_fails_the_assembly() {
+    let scratch = TempDir::new("archive-version");
+    let root = scratch_checkout(&scratch, VERSION);
+    let stage = scratch.join("stage");
+    write_exe(&stage.join("loopx"), "#!/bin/sh\necho 0.0.9\n");
+    let vdir = scratch.join(&format!("out/download/v{VERSION}"));
+    fs::create_dir_all(&vdir).expect("mkdir vdir");
+    let o = run(Command::new("tar")
+        .arg("-czf")
+        .arg(vdir.join(asset()))
+        .arg("-C")
+        .arg(&stage)
+        .arg("loopx"));
+    assert!(o.status.success(), "{}", describe(&o));
+
+    let o = run(build_release_cmd(&root)
+        .args(["--assemble", "--out"])
+        .arg(scratch.join("out")));
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(
+        stderr(&o).contains(&format!(
+            "build-release: error: version mismatch: download/v{VERSION}/{} holds loopx 0.0.9 but Cargo.toml says {VERSION}\n",
+            asset()
+        )),
+        "{}",
+        describe(&o)
+    );
+    assert_eq!(dir_names(&vdir), [asset()], "nothing was written beside it");
+    assert!(!scratch.join("out/latest").exists());
 }
 
 // -------------------------------------------------------- installer tests
