@@ -1362,23 +1362,42 @@ fn scripts_are_posix_and_shellcheck_clean() {
     );
 }
 
+/// Loads release.yml with a real YAML parser (PyYAML; .ci/run makes sure it
+/// is there): substring checks alone would pass a file GitHub cannot parse.
+/// `check` is Python run with `wf` (the parsed file) and `jobs` in scope;
+/// returns what it prints.
+fn check_release_workflow(check: &str) -> String {
+    let path = Path::new(ROOT).join(".github/workflows/release.yml");
+    let program = format!(
+        "import sys, yaml\n\
+         wf = yaml.safe_load(open(sys.argv[1]))\n\
+         jobs = wf['jobs']\n\
+         def step(job, name):\n    \
+             found = [s for s in jobs[job]['steps'] if s.get('name') == name]\n    \
+             assert len(found) == 1, (job, name)\n    \
+             return found[0]\n\
+         def uses(job, action):\n    \
+             return [s for s in jobs[job]['steps'] if s.get('uses', '').startswith(action)]\n\
+         {check}"
+    );
+    let o = run(Command::new("python3").arg("-c").arg(program).arg(&path));
+    assert!(o.status.success(), "release.yml: {}", describe(&o));
+    stdout(&o)
+}
+
 #[test]
 fn release_workflow_builds_every_target_with_the_same_script() {
     let path = Path::new(ROOT).join(".github/workflows/release.yml");
     let wf = String::from_utf8(read(&path)).expect("release.yml is UTF-8");
-    // Substring checks alone would pass a file GitHub cannot parse: load it
-    // with a real YAML parser (PyYAML; .ci/run makes sure it is there) and
-    // check the shape GitHub needs.
-    let check = "import sys, yaml\n\
-                 d = yaml.safe_load(open(sys.argv[1]))\n\
-                 on = d.get('on', d.get(True))\n\
-                 assert on['push']['tags'] == ['v*'], on\n\
-                 assert set(d['jobs']) == {'build', 'publish'}, d['jobs'].keys()\n\
-                 assert d['jobs']['publish']['needs'] == 'build'\n\
-                 print(len(d['jobs']['build']['strategy']['matrix']['include']))\n";
-    let o = run(Command::new("python3").arg("-c").arg(check).arg(&path));
-    assert!(o.status.success(), "release.yml: {}", describe(&o));
-    assert_eq!(stdout(&o).trim(), "4", "four build targets");
+    let out = check_release_workflow(
+        "on = wf.get('on', wf.get(True))\n\
+         assert on['push']['tags'] == ['v*'], on\n\
+         assert set(jobs) == {'build', 'release', 'publish'}, jobs.keys()\n\
+         assert jobs['release']['needs'] == 'build'\n\
+         assert jobs['release']['permissions']['contents'] == 'write'\n\
+         print(len(jobs['build']['strategy']['matrix']['include']))\n",
+    );
+    assert_eq!(out.trim(), "4", "four build targets");
     assert!(
         wf.contains("- \"v*\"") || wf.contains("- 'v*'"),
         "no v* tag trigger"
@@ -1397,6 +1416,122 @@ fn release_workflow_builds_every_target_with_the_same_script() {
     );
     assert!(
         wf.contains("scripts/build-release.sh --assemble"),
-        "publish job"
+        "release job"
     );
+}
+
+#[test]
+fn release_workflow_publishes_the_release_tgz_to_npm_after_the_github_release() {
+    // The publish job runs after the release job, takes the tarball the
+    // release job assembled and uploaded (no checkout, no re-pack), and
+    // publishes it with provenance and the token from the secrets.
+    let script = check_release_workflow(
+        "pub = jobs['publish']\n\
+         assert pub['needs'] == 'release', pub['needs']\n\
+         assert pub['permissions'] == {'contents': 'read', 'id-token': 'write'}, pub['permissions']\n\
+         assert not uses('publish', 'actions/checkout'), 'the publish job re-packs nothing'\n\
+         up = uses('release', 'actions/upload-artifact')\n\
+         assert len(up) == 1 and up[0]['with']['name'] == 'npm-package', up\n\
+         assert 'dist/release/download/${{ github.ref_name }}/loopx-*.tgz' in up[0]['with']['path'].splitlines(), up\n\
+         steps = jobs['release']['steps']\n\
+         gh = [i for i, s in enumerate(steps) if s.get('name') == 'Publish the GitHub release']\n\
+         assert gh and gh[0] < steps.index(up[0]), 'the tarball is handed on after the GitHub release'\n\
+         down = uses('publish', 'actions/download-artifact')\n\
+         assert len(down) == 1 and down[0]['with'] == {'name': 'npm-package', 'path': 'dist/release/download/${{ github.ref_name }}'}, down\n\
+         node = uses('publish', 'actions/setup-node')\n\
+         assert node[0]['with']['registry-url'] == 'https://registry.npmjs.org', node\n\
+         s = step('publish', 'Publish the npm package')\n\
+         assert s['env'] == {'NODE_AUTH_TOKEN': '${{ secrets.NPM_TOKEN }}'}, s['env']\n\
+         assert s['shell'] == 'bash'\n\
+         sys.stdout.write(s['run'])\n",
+    );
+
+    // The step itself, run as GitHub runs it (bash -eo pipefail) against the
+    // release's tarball, with an npm that records what it is asked.
+    let build = release();
+    let scratch = TempDir::new("publish");
+    let dir = scratch.join(&format!("work/dist/release/download/v{VERSION}"));
+    write(&dir.join(npm_tgz()), read(&build.npm_tgz()));
+    write(
+        &dir.join("SHA256SUMS"),
+        read(&build.vdir().join("SHA256SUMS")),
+    );
+    let log = scratch.join("npm.log");
+    write_exe(
+        &scratch.join("bin/npm"),
+        &format!(
+            "#!/bin/sh\n\
+             echo \"$*\" >> '{log}'\n\
+             case $1:$FAKE_REGISTRY in\n\
+             view:has-it) echo {VERSION} ;;\n\
+             view:has-others) ;;\n\
+             view:no-package) echo 'npm error code E404' >&2; exit 1 ;;\n\
+             view:offline) echo 'npm error code ECONNREFUSED' >&2; exit 1 ;;\n\
+             publish:*) ;;\n\
+             *) exit 99 ;;\n\
+             esac\n",
+            log = log.display()
+        ),
+    );
+    let tools = tool_dir(
+        &scratch.join("tools"),
+        &["bash", "sh", "cat", "grep", "sha256sum"],
+    );
+    let publish = |registry: &str| {
+        let _ = fs::remove_file(&log);
+        let o = run(Command::new("bash")
+            .args(["--noprofile", "--norc", "-eo", "pipefail", "-c", &script])
+            .env_clear()
+            .env(
+                "PATH",
+                format!("{}:{}", scratch.join("bin").display(), tools.display()),
+            )
+            .env("GITHUB_REF_NAME", format!("v{VERSION}"))
+            .env("FAKE_REGISTRY", registry)
+            .current_dir(scratch.join("work")));
+        let calls = fs::read_to_string(&log).unwrap_or_default();
+        (o, calls)
+    };
+    let view = format!("view loopx@{VERSION} version\n");
+    let publish_call = format!(
+        "publish dist/release/download/v{VERSION}/{} --provenance --access public\n",
+        npm_tgz()
+    );
+
+    for registry in ["has-others", "no-package"] {
+        let (o, calls) = publish(registry);
+        assert!(o.status.success(), "{registry}: {}", describe(&o));
+        assert_eq!(calls, format!("{view}{publish_call}"), "{registry}");
+    }
+
+    // A re-run after a successful publish: a clear line, no publish.
+    let (o, calls) = publish("has-it");
+    assert!(o.status.success(), "{}", describe(&o));
+    assert_eq!(calls, view);
+    assert!(
+        stdout(&o).contains(&format!(
+            "loopx@{VERSION} is already on npm: skipping the publish"
+        )),
+        "{}",
+        describe(&o)
+    );
+
+    // The registry cannot be asked: no guess, no publish.
+    let (o, calls) = publish("offline");
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert_eq!(calls, view);
+    assert!(
+        stdout(&o).contains("cannot tell whether"),
+        "{}",
+        describe(&o)
+    );
+
+    // A tarball that is not the one SHA256SUMS lists is never published.
+    let mut tgz = read(&build.npm_tgz());
+    let last = tgz.len() - 1;
+    tgz[last] ^= 1;
+    write(&dir.join(npm_tgz()), tgz);
+    let (o, calls) = publish("has-others");
+    assert!(!o.status.success(), "{}", describe(&o));
+    assert_eq!(calls, "", "npm was called");
 }
