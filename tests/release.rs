@@ -1477,7 +1477,7 @@ fn release_workflow_publishes_the_release_tgz_to_npm_after_the_github_release() 
         &scratch.join("tools"),
         &["bash", "sh", "cat", "grep", "sha256sum"],
     );
-    let publish = |registry: &str| {
+    let publish_as = |registry: &str, version: &str| {
         let _ = fs::remove_file(&log);
         let o = run(Command::new("bash")
             .args(["--noprofile", "--norc", "-eo", "pipefail", "-c", &script])
@@ -1486,15 +1486,16 @@ fn release_workflow_publishes_the_release_tgz_to_npm_after_the_github_release() 
                 "PATH",
                 format!("{}:{}", scratch.join("bin").display(), tools.display()),
             )
-            .env("GITHUB_REF_NAME", format!("v{VERSION}"))
+            .env("GITHUB_REF_NAME", format!("v{version}"))
             .env("FAKE_REGISTRY", registry)
             .current_dir(scratch.join("work")));
         let calls = fs::read_to_string(&log).unwrap_or_default();
         (o, calls)
     };
+    let publish = |registry: &str| publish_as(registry, VERSION);
     let view = format!("view loopx@{VERSION} version\n");
     let publish_call = format!(
-        "publish dist/release/download/v{VERSION}/{} --provenance --access public\n",
+        "publish dist/release/download/v{VERSION}/{} --provenance --access public --tag latest\n",
         npm_tgz()
     );
 
@@ -1524,6 +1525,25 @@ fn release_workflow_publishes_the_release_tgz_to_npm_after_the_github_release() 
         stdout(&o).contains("cannot tell whether"),
         "{}",
         describe(&o)
+    );
+
+    // A prerelease goes to the `next` tag (npm refuses it without one).
+    let rc = "9.9.9-rc.1";
+    let rc_dir = scratch.join(&format!("work/dist/release/download/v{rc}"));
+    let rc_tgz = format!("loopx-{rc}.tgz");
+    write(&rc_dir.join(&rc_tgz), read(&build.npm_tgz()));
+    write(
+        &rc_dir.join("SHA256SUMS"),
+        format!("{}  {rc_tgz}\n", sha256_hex(&build.npm_tgz())),
+    );
+    let (o, calls) = publish_as("has-others", rc);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert_eq!(
+        calls,
+        format!(
+            "view loopx@{rc} version\n\
+             publish dist/release/download/v{rc}/{rc_tgz} --provenance --access public --tag next\n"
+        )
     );
 
     // A tarball that is not the one SHA256SUMS lists is never published.
