@@ -32,7 +32,7 @@ Usage: scripts/build-release.sh [options]
 Builds static loopx release archives, the npm package, SHA256SUMS and
 install.sh into a tree laid out like a GitHub release (default: dist/release/).
 Cargo.toml, dist/npm/package.json and the binaries must all carry the same
-version, or the build fails.
+version, or the build fails. Needs cargo, GNU tar, node and npm.
 
 Options:
   --target <triple>  build only this target (repeatable); one of
