@@ -3,13 +3,17 @@
 #
 #   <out>/download/v<version>/loopx-<target>.tar.gz   loopx, README.md, LICENSE
 #   <out>/download/v<version>/install.sh
+#   <out>/download/v<version>/loopx-<version>.tgz     the npm package
 #   <out>/download/v<version>/SHA256SUMS              one line per file above
 #   <out>/latest/download/...                         an identical copy
 #   <out>/install.sh
 #
 # That is the layout of a GitHub release, so serving <out> over HTTP is a
 # complete mirror for install.sh and the npm package (LOOPX_DOWNLOAD_URL).
-# Archives are reproducible: same commit, same bytes.
+# The npm package is dist/npm with the archives' SHA256SUMS inside (the only
+# archives it will accept) and the LICENSE; the release workflow publishes
+# that very file. Archives and package are reproducible: same commit, same
+# bytes.
 set -euo pipefail
 
 ALL_TARGETS=(
@@ -25,8 +29,10 @@ usage() {
   cat <<EOF
 Usage: scripts/build-release.sh [options]
 
-Builds static loopx release archives, SHA256SUMS and install.sh into a tree
-laid out like a GitHub release (default: dist/release/).
+Builds static loopx release archives, the npm package, SHA256SUMS and
+install.sh into a tree laid out like a GitHub release (default: dist/release/).
+Cargo.toml, dist/npm/package.json and the binaries must all carry the same
+version, or the build fails. Needs cargo, GNU tar, node and npm.
 
 Options:
   --target <triple>  build only this target (repeatable); one of
@@ -39,10 +45,11 @@ Options:
   --out <dir>        write the tree here instead of dist/release
   --print-version    print the version the release gets (from Cargo.toml)
                      and exit
-  --assemble         build nothing: write SHA256SUMS, install.sh and the
-                     latest/ mirror for the archives already in
-                     <out>/download/v<version>/ (the release workflow gathers
-                     archives built on several machines this way)
+  --assemble         build no binary: write the npm package, SHA256SUMS,
+                     install.sh and the latest/ mirror for the archives
+                     already in <out>/download/v<version>/ (the release
+                     workflow gathers archives built on several machines
+                     this way)
   -h, --help         show this help
 
 Environment:
@@ -101,6 +108,15 @@ if ((print_version)); then
   exit 0
 fi
 vdir=$out/download/v$version
+
+# Node's npm packs the npm package; node also reads package.json's version.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  die "node and npm are needed to pack the npm package (dist/npm); install Node.js"
+fi
+npm_version=$(node -e 'process.stdout.write(String(require(process.argv[1]).version))' \
+  "$root/dist/npm/package.json") || die "cannot read the version of $root/dist/npm/package.json"
+[[ $npm_version == "$version" ]] ||
+  die "version mismatch: Cargo.toml says $version but dist/npm/package.json says $npm_version; set both to the version being released"
 
 if command -v sha256sum >/dev/null 2>&1; then
   sha256() { sha256sum -- "$@"; }
@@ -299,12 +315,74 @@ build_one() {
   report+=("$(printf '%-28s binary %8d bytes  archive %8d bytes' "$t" "$bytes" "$(wc -c <"$archive" | tr -d ' ')")")
 }
 
-# SHA256SUMS, the latest/ mirror and the install.sh copies, from whatever
-# archives $vdir holds.
+# Checks that the archive of target $1 in $vdir holds loopx $version, where
+# its binary can run here (an archive gathered from another machine was
+# checked by the build that made it).
+check_archive_version() {
+  local t=$1 archive=$vdir/loopx-$1.tar.gz scratch got runner
+  if ! find_runner "$t"; then
+    note "$t: cannot run it here, so its version was checked only where it was built"
+    return 0
+  fi
+  scratch=$(mktemp -d "${TMPDIR:-/tmp}/loopx-check.XXXXXX")
+  if ! tar -xzf "$archive" -C "$scratch" loopx; then
+    rm -rf "$scratch"
+    die "$archive has no loopx binary in it"
+  fi
+  got=$(cd / && LOOPX_DELEGATED=1 "${runner[@]+"${runner[@]}"}" "$scratch/loopx" version </dev/null) || got="(it failed to run)"
+  rm -rf "$scratch"
+  [[ $got == "$version" ]] ||
+    die "version mismatch: ${archive#"$out/"} holds loopx $got but Cargo.toml says $version"
+}
+
+# Packs dist/npm into $vdir/loopx-$version.tgz with $vdir/SHA256SUMS (the
+# archives' checksums) and the LICENSE inside, so the package pins the exact
+# archives it will accept. No tests, no node_modules, no binary: the package
+# downloads the binary for its platform (dist/npm/lib/native.js).
+pack_npm() {
+  local stage entry tgz=loopx-$version.tgz listing
+  stage=$(mktemp -d "${TMPDIR:-/tmp}/loopx-npm.XXXXXX")
+  mkdir "$stage/package" "$stage/out"
+  for entry in "$root/dist/npm"/*; do
+    case ${entry##*/} in
+      node_modules | test | native | SHA256SUMS) continue ;;
+    esac
+    cp -R "$entry" "$stage/package/"
+  done
+  cp "$vdir/SHA256SUMS" "$stage/package/SHA256SUMS"
+  cp "$root/dist/LICENSE" "$stage/package/LICENSE"
+  # npm records modes as found; the checkout's umask must not change bytes.
+  chmod -R u=rwX,go=rX "$stage/package"
+  chmod 0755 "$stage/package/bin/loopx.js"
+  if ! (cd "$stage/package" && npm pack --ignore-scripts --loglevel=error --pack-destination "$stage/out" >&2); then
+    rm -rf "$stage"
+    die "npm pack failed in a copy of dist/npm (see above)"
+  fi
+  if [[ ! -f $stage/out/$tgz ]]; then
+    rm -rf "$stage"
+    die "npm pack did not write $tgz"
+  fi
+  listing=$(tar -tzf "$stage/out/$tgz")
+  for entry in package/package.json package/LICENSE package/SHA256SUMS package/bin/loopx.js; do
+    grep -qx "$entry" <<<"$listing" || { rm -rf "$stage"; die "$tgz lacks $entry"; }
+  done
+  if grep -Eq '^package/(test|node_modules|native)/' <<<"$listing"; then
+    rm -rf "$stage"
+    die "$tgz holds files not needed at run time: $(grep -E '^package/(test|node_modules|native)/' <<<"$listing" | head -n 3 | tr '\n' ' ')"
+  fi
+  mv "$stage/out/$tgz" "$vdir/$tgz"
+  rm -rf "$stage"
+}
+
+# The npm package, SHA256SUMS, the latest/ mirror and the install.sh copies,
+# from whatever archives $vdir holds.
 finish_tree() {
   local files=() f
   cp "$root/install.sh" "$vdir/install.sh"
   chmod 0644 "$vdir/install.sh"
+  rm -f "$vdir"/loopx-*.tgz
+  # Two passes: the package carries the checksums of install.sh and the
+  # archives, then the tree's SHA256SUMS adds the package's own line.
   (
     cd "$vdir"
     export LC_ALL=C
@@ -313,6 +391,11 @@ finish_tree() {
     done
     sha256 "${files[@]}" >SHA256SUMS.tmp
     mv SHA256SUMS.tmp SHA256SUMS
+  )
+  pack_npm
+  (
+    cd "$vdir"
+    sha256 "loopx-$version.tgz" >>SHA256SUMS
   )
   rm -rf "$out/latest/download"
   mkdir -p "$out/latest"
@@ -325,6 +408,10 @@ finish_tree() {
 
 if ((assemble)); then
   compgen -G "$vdir/loopx-*.tar.gz" >/dev/null || die "no archives in $vdir to assemble"
+  for archive in "$vdir"/loopx-*.tar.gz; do
+    t=${archive##*/loopx-}
+    check_archive_version "${t%.tar.gz}"
+  done
   finish_tree
   note "assembled $vdir"
   (cd "$vdir" && cat SHA256SUMS)
@@ -368,6 +455,7 @@ finish_tree
 printf 'loopx %s release tree in %s\n' "$version" "$out"
 printf '  %s\n' "${report[@]}"
 printf '  (stripped binaries; x86_64-unknown-linux-musl budget %d bytes)\n' "$SIZE_LIMIT"
+printf '  %-28s %8d bytes\n' "npm package loopx-$version.tgz" "$(wc -c <"$vdir/loopx-$version.tgz" | tr -d ' ')"
 if ((${#skipped[@]})); then
   note "skipped targets:"
   for s in "${skipped[@]}"; do note "  $s"; done

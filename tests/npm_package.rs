@@ -3,8 +3,8 @@
 //! then a global install with npm (`npm install -g --prefix`) and with Bun
 //! (`bun add -g`), whose `loopx` runs TypeScript scripts that import loopx.
 //!
-//! The installs fetch tsx like any user's would: from npm's cache when it
-//! has it (CI primes it with `npm ci` in dist/npm), else from the registry.
+//! The installs fetch tsx like any user's would, through an npm cache shared
+//! between test runs (tests/util's ci_cache()).
 
 mod util;
 
@@ -59,6 +59,7 @@ fn tarball() -> &'static Path {
             Command::new("npm")
                 .args(["pack", "--silent", "--pack-destination"])
                 .arg(&work)
+                .env("npm_config_cache", ci_cache().join("npm-cache"))
                 .current_dir(&pkg),
         );
         let name = out
@@ -104,7 +105,8 @@ fn npm_install_g_gives_a_loopx_whose_ts_scripts_import_loopx_under_node_and_bun(
             ])
             .arg("--prefix")
             .arg(&prefix)
-            .arg(tarball()),
+            .arg(tarball())
+            .env("npm_config_cache", ci_cache().join("npm-cache")),
     );
     let installed = prefix.join("lib/node_modules/loopx");
 

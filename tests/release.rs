@@ -49,6 +49,11 @@ fn asset() -> String {
     format!("loopx-{TARGET}.tar.gz")
 }
 
+/// The npm package of the release.
+fn npm_tgz() -> String {
+    format!("loopx-{VERSION}.tgz")
+}
+
 // ---------------------------------------------------------------- helpers
 
 /// A directory under cargo's per-target temp dir, removed on drop.
@@ -188,14 +193,28 @@ impl Build {
     fn install_sh(&self) -> Vec<u8> {
         read(&self.out.join("install.sh"))
     }
+
+    fn npm_tgz(&self) -> PathBuf {
+        self.vdir().join(npm_tgz())
+    }
+}
+
+/// build-release.sh (of `root`, a checkout) with npm's cache, where npm pack
+/// keeps its logs, in our temp dir.
+fn build_release_cmd(root: &Path) -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.arg(root.join("scripts/build-release.sh"))
+        .env(
+            "npm_config_cache",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("release-tests/npm-cache"),
+        )
+        .stdin(Stdio::null());
+    cmd
 }
 
 fn build_release(out: &Path, target_dir: Option<&Path>) -> Build {
-    let mut cmd = Command::new("bash");
-    cmd.arg(Path::new(ROOT).join("scripts/build-release.sh"))
-        .args(["--target", TARGET, "--out"])
-        .arg(out)
-        .stdin(Stdio::null());
+    let mut cmd = build_release_cmd(Path::new(ROOT));
+    cmd.args(["--target", TARGET, "--out"]).arg(out);
     if let Some(dir) = target_dir {
         cmd.env("CARGO_TARGET_DIR", dir);
     }
@@ -247,6 +266,10 @@ fn gunzip(path: &Path) -> Vec<u8> {
 fn octal(field: &[u8]) -> u64 {
     let text = String::from_utf8_lossy(field);
     let text = text.trim_matches(|c: char| c == '\0' || c == ' ');
+    // npm's tar (portable mode) leaves owner fields empty: no owner, 0.
+    if text.is_empty() {
+        return 0;
+    }
     u64::from_str_radix(text, 8).unwrap_or_else(|e| panic!("octal field {text:?}: {e}"))
 }
 
@@ -541,10 +564,15 @@ fn sha256sums_cover_every_asset_and_latest_mirrors_the_version() {
         assert_eq!(sum, sha256_hex(&vdir.join(name)), "checksum of {name}");
         listed.push(name.to_string());
     }
-    assert_eq!(listed, ["install.sh".to_string(), asset()]);
+    assert_eq!(listed, ["install.sh".to_string(), asset(), npm_tgz()]);
     assert_eq!(
         dir_names(&vdir),
-        ["SHA256SUMS".to_string(), "install.sh".into(), asset()]
+        [
+            "SHA256SUMS".to_string(),
+            "install.sh".into(),
+            npm_tgz(),
+            asset()
+        ]
     );
 
     let latest = build.out.join("latest/download");
@@ -574,10 +602,200 @@ fn two_builds_of_one_commit_are_byte_identical() {
         read(&first.archive()) == read(&second.archive()),
         "archives differ between two builds"
     );
+    assert!(
+        read(&first.npm_tgz()) == read(&second.npm_tgz()),
+        "npm packages differ between two builds"
+    );
     assert_eq!(
         read(&first.vdir().join("SHA256SUMS")),
         read(&second.vdir().join("SHA256SUMS"))
     );
+}
+
+/// Every file under `dir` (relative paths, sorted), skipping `skip` names.
+fn files_under(dir: &Path, skip: &[&str]) -> Vec<String> {
+    fn walk(root: &Path, dir: &Path, skip: &[&str], out: &mut Vec<String>) {
+        for entry in fs::read_dir(dir).unwrap_or_else(|e| panic!("ls {}: {e}", dir.display())) {
+            let entry = entry.expect("dir entry");
+            let path = entry.path();
+            let rel = path.strip_prefix(root).expect("under root");
+            if skip.iter().any(|s| rel == Path::new(s)) {
+                continue;
+            }
+            if path.is_dir() {
+                walk(root, &path, skip, out);
+            } else {
+                out.push(rel.to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, skip, &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn npm_package_is_dist_npm_with_the_release_checksums_and_the_license() {
+    let build = release();
+    let entries = untar(&gunzip(&build.npm_tgz()));
+    let mut names: Vec<String> = entries.iter().map(|e| e.name.clone()).collect();
+    names.sort();
+    // What users run, and nothing else: no tests, no lockfile, no
+    // node_modules, no binary (it is fetched for the user's platform).
+    let npm = Path::new(ROOT).join("dist/npm");
+    let mut want: Vec<String> = files_under(
+        &npm,
+        &[
+            "test",
+            "node_modules",
+            "native",
+            "package-lock.json",
+            "SHA256SUMS",
+        ],
+    );
+    want.extend(["LICENSE".to_string(), "SHA256SUMS".to_string()]);
+    let mut want: Vec<String> = want.iter().map(|f| format!("package/{f}")).collect();
+    want.sort();
+    assert_eq!(names, want);
+
+    let file = |name: &str| -> &Entry {
+        entries
+            .iter()
+            .find(|e| e.name == format!("package/{name}"))
+            .unwrap_or_else(|| panic!("{name} is not in the package"))
+    };
+    for name in files_under(
+        &npm,
+        &["test", "node_modules", "native", "package-lock.json"],
+    ) {
+        assert_eq!(file(&name).data, read(&npm.join(&name)), "{name}");
+    }
+    assert_eq!(
+        file("LICENSE").data,
+        read(&Path::new(ROOT).join("dist/LICENSE"))
+    );
+    assert_eq!(file("bin/loopx.js").mode & 0o777, 0o755);
+    let package_json = String::from_utf8_lossy(&file("package.json").data).into_owned();
+    assert!(
+        package_json.contains(&format!("\"version\": \"{VERSION}\"")),
+        "{package_json}"
+    );
+
+    // The package's SHA256SUMS is the release's, but for the package's own
+    // line (a file cannot hold its own checksum).
+    let sums = String::from_utf8(read(&build.vdir().join("SHA256SUMS"))).expect("UTF-8");
+    let without_package: String = sums
+        .lines()
+        .filter(|l| !l.ends_with(&format!("  {}", npm_tgz())))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        String::from_utf8_lossy(&file("SHA256SUMS").data),
+        without_package
+    );
+    assert!(without_package.contains(&asset()), "{without_package}");
+}
+
+#[test]
+fn assembling_the_archives_packs_the_same_npm_package_and_sums() {
+    // The release workflow gathers archives built elsewhere and runs
+    // --assemble: it must produce the tree a build produces, byte for byte.
+    let build = release();
+    let scratch = TempDir::new("assemble");
+    let vdir = scratch.join(&format!("out/download/v{VERSION}"));
+    write(&vdir.join(asset()), read(&build.archive()));
+    let o = run(build_release_cmd(Path::new(ROOT))
+        .args(["--assemble", "--out"])
+        .arg(scratch.join("out")));
+    assert!(o.status.success(), "{}", describe(&o));
+    assert!(read(&vdir.join(npm_tgz())) == read(&build.npm_tgz()));
+    assert_eq!(
+        read(&vdir.join("SHA256SUMS")),
+        read(&build.vdir().join("SHA256SUMS"))
+    );
+    assert_eq!(
+        dir_names(&scratch.join("out/latest/download")),
+        dir_names(&build.vdir())
+    );
+}
+
+/// A copy of the files build-release.sh reads before it builds anything,
+/// with dist/npm/package.json at `npm_version`.
+fn scratch_checkout(scratch: &TempDir, npm_version: &str) -> PathBuf {
+    let root = scratch.join("checkout");
+    for file in [
+        "scripts/build-release.sh",
+        "Cargo.toml",
+        "install.sh",
+        "README.md",
+        "dist/LICENSE",
+    ] {
+        write(&root.join(file), read(&Path::new(ROOT).join(file)));
+    }
+    let package_json = String::from_utf8(read(&Path::new(ROOT).join("dist/npm/package.json")))
+        .expect("package.json is UTF-8")
+        .replacen(
+            &format!("\"version\": \"{VERSION}\""),
+            &format!("\"version\": \"{npm_version}\""),
+            1,
+        );
+    write(&root.join("dist/npm/package.json"), package_json);
+    root
+}
+
+#[test]
+fn a_package_json_version_unlike_cargo_tomls_fails_the_build_before_building() {
+    let scratch = TempDir::new("npm-version");
+    let root = scratch_checkout(&scratch, "9.9.9");
+    for args in [&["--target", TARGET][..], &["--assemble"][..]] {
+        let o = run(build_release_cmd(&root)
+            .args(args)
+            .arg("--out")
+            .arg(scratch.join("out")));
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", describe(&o));
+        assert_eq!(
+            stderr(&o),
+            format!(
+                "build-release: error: version mismatch: Cargo.toml says {VERSION} but \
+                 dist/npm/package.json says 9.9.9; set both to the version being released\n"
+            ),
+            "{args:?}"
+        );
+        assert!(!scratch.join("out/download").exists(), "{args:?}");
+    }
+}
+
+#[test]
+fn an_archive_holding_another_version_fails_the_assembly() {
+    let scratch = TempDir::new("archive-version");
+    let root = scratch_checkout(&scratch, VERSION);
+    let stage = scratch.join("stage");
+    write_exe(&stage.join("loopx"), "#!/bin/sh\necho 0.0.9\n");
+    let vdir = scratch.join(&format!("out/download/v{VERSION}"));
+    fs::create_dir_all(&vdir).expect("mkdir vdir");
+    let o = run(Command::new("tar")
+        .arg("-czf")
+        .arg(vdir.join(asset()))
+        .arg("-C")
+        .arg(&stage)
+        .arg("loopx"));
+    assert!(o.status.success(), "{}", describe(&o));
+
+    let o = run(build_release_cmd(&root)
+        .args(["--assemble", "--out"])
+        .arg(scratch.join("out")));
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(
+        stderr(&o).contains(&format!(
+            "build-release: error: version mismatch: download/v{VERSION}/{} holds loopx 0.0.9 but Cargo.toml says {VERSION}\n",
+            asset()
+        )),
+        "{}",
+        describe(&o)
+    );
+    assert_eq!(dir_names(&vdir), [asset()], "nothing was written beside it");
+    assert!(!scratch.join("out/latest").exists());
 }
 
 // -------------------------------------------------------- installer tests
@@ -1144,23 +1362,42 @@ fn scripts_are_posix_and_shellcheck_clean() {
     );
 }
 
+/// Loads release.yml with a real YAML parser (PyYAML; .ci/run makes sure it
+/// is there): substring checks alone would pass a file GitHub cannot parse.
+/// `check` is Python run with `wf` (the parsed file) and `jobs` in scope;
+/// returns what it prints.
+fn check_release_workflow(check: &str) -> String {
+    let path = Path::new(ROOT).join(".github/workflows/release.yml");
+    let program = format!(
+        "import sys, yaml\n\
+         wf = yaml.safe_load(open(sys.argv[1]))\n\
+         jobs = wf['jobs']\n\
+         def step(job, name):\n    \
+             found = [s for s in jobs[job]['steps'] if s.get('name') == name]\n    \
+             assert len(found) == 1, (job, name)\n    \
+             return found[0]\n\
+         def uses(job, action):\n    \
+             return [s for s in jobs[job]['steps'] if s.get('uses', '').startswith(action)]\n\
+         {check}"
+    );
+    let o = run(Command::new("python3").arg("-c").arg(program).arg(&path));
+    assert!(o.status.success(), "release.yml: {}", describe(&o));
+    stdout(&o)
+}
+
 #[test]
 fn release_workflow_builds_every_target_with_the_same_script() {
     let path = Path::new(ROOT).join(".github/workflows/release.yml");
     let wf = String::from_utf8(read(&path)).expect("release.yml is UTF-8");
-    // Substring checks alone would pass a file GitHub cannot parse: load it
-    // with a real YAML parser (PyYAML; .ci/run makes sure it is there) and
-    // check the shape GitHub needs.
-    let check = "import sys, yaml\n\
-                 d = yaml.safe_load(open(sys.argv[1]))\n\
-                 on = d.get('on', d.get(True))\n\
-                 assert on['push']['tags'] == ['v*'], on\n\
-                 assert set(d['jobs']) == {'build', 'publish'}, d['jobs'].keys()\n\
-                 assert d['jobs']['publish']['needs'] == 'build'\n\
-                 print(len(d['jobs']['build']['strategy']['matrix']['include']))\n";
-    let o = run(Command::new("python3").arg("-c").arg(check).arg(&path));
-    assert!(o.status.success(), "release.yml: {}", describe(&o));
-    assert_eq!(stdout(&o).trim(), "4", "four build targets");
+    let out = check_release_workflow(
+        "on = wf.get('on', wf.get(True))\n\
+         assert on['push']['tags'] == ['v*'], on\n\
+         assert set(jobs) == {'build', 'release', 'publish'}, jobs.keys()\n\
+         assert jobs['release']['needs'] == 'build'\n\
+         assert jobs['release']['permissions']['contents'] == 'write'\n\
+         print(len(jobs['build']['strategy']['matrix']['include']))\n",
+    );
+    assert_eq!(out.trim(), "4", "four build targets");
     assert!(
         wf.contains("- \"v*\"") || wf.contains("- 'v*'"),
         "no v* tag trigger"
@@ -1179,6 +1416,142 @@ fn release_workflow_builds_every_target_with_the_same_script() {
     );
     assert!(
         wf.contains("scripts/build-release.sh --assemble"),
-        "publish job"
+        "release job"
     );
+}
+
+#[test]
+fn release_workflow_publishes_the_release_tgz_to_npm_after_the_github_release() {
+    // The publish job runs after the release job, takes the tarball the
+    // release job assembled and uploaded (no checkout, no re-pack), and
+    // publishes it with provenance and the token from the secrets.
+    let script = check_release_workflow(
+        "pub = jobs['publish']\n\
+         assert pub['needs'] == 'release', pub['needs']\n\
+         assert pub['permissions'] == {'contents': 'read', 'id-token': 'write'}, pub['permissions']\n\
+         assert not uses('publish', 'actions/checkout'), 'the publish job re-packs nothing'\n\
+         up = uses('release', 'actions/upload-artifact')\n\
+         assert len(up) == 1 and up[0]['with']['name'] == 'npm-package', up\n\
+         assert 'dist/release/download/${{ github.ref_name }}/loopx-*.tgz' in up[0]['with']['path'].splitlines(), up\n\
+         steps = jobs['release']['steps']\n\
+         gh = [i for i, s in enumerate(steps) if s.get('name') == 'Publish the GitHub release']\n\
+         assert gh and gh[0] < steps.index(up[0]), 'the tarball is handed on after the GitHub release'\n\
+         down = uses('publish', 'actions/download-artifact')\n\
+         assert len(down) == 1 and down[0]['with'] == {'name': 'npm-package', 'path': 'dist/release/download/${{ github.ref_name }}'}, down\n\
+         node = uses('publish', 'actions/setup-node')\n\
+         assert node[0]['with']['registry-url'] == 'https://registry.npmjs.org', node\n\
+         s = step('publish', 'Publish the npm package')\n\
+         assert s['env'] == {'NODE_AUTH_TOKEN': '${{ secrets.NPM_TOKEN }}'}, s['env']\n\
+         assert s['shell'] == 'bash'\n\
+         sys.stdout.write(s['run'])\n",
+    );
+
+    // The step itself, run as GitHub runs it (bash -eo pipefail) against the
+    // release's tarball, with an npm that records what it is asked.
+    let build = release();
+    let scratch = TempDir::new("publish");
+    let dir = scratch.join(&format!("work/dist/release/download/v{VERSION}"));
+    write(&dir.join(npm_tgz()), read(&build.npm_tgz()));
+    write(
+        &dir.join("SHA256SUMS"),
+        read(&build.vdir().join("SHA256SUMS")),
+    );
+    let log = scratch.join("npm.log");
+    write_exe(
+        &scratch.join("bin/npm"),
+        &format!(
+            "#!/bin/sh\n\
+             echo \"$*\" >> '{log}'\n\
+             case $1:$FAKE_REGISTRY in\n\
+             view:has-it) echo {VERSION} ;;\n\
+             view:has-others) ;;\n\
+             view:no-package) echo 'npm error code E404' >&2; exit 1 ;;\n\
+             view:offline) echo 'npm error code ECONNREFUSED' >&2; exit 1 ;;\n\
+             publish:*) ;;\n\
+             *) exit 99 ;;\n\
+             esac\n",
+            log = log.display()
+        ),
+    );
+    let tools = tool_dir(
+        &scratch.join("tools"),
+        &["bash", "sh", "cat", "grep", "sha256sum"],
+    );
+    let publish_as = |registry: &str, version: &str| {
+        let _ = fs::remove_file(&log);
+        let o = run(Command::new("bash")
+            .args(["--noprofile", "--norc", "-eo", "pipefail", "-c", &script])
+            .env_clear()
+            .env(
+                "PATH",
+                format!("{}:{}", scratch.join("bin").display(), tools.display()),
+            )
+            .env("GITHUB_REF_NAME", format!("v{version}"))
+            .env("FAKE_REGISTRY", registry)
+            .current_dir(scratch.join("work")));
+        let calls = fs::read_to_string(&log).unwrap_or_default();
+        (o, calls)
+    };
+    let publish = |registry: &str| publish_as(registry, VERSION);
+    let view = format!("view loopx@{VERSION} version\n");
+    let publish_call = format!(
+        "publish dist/release/download/v{VERSION}/{} --provenance --access public --tag latest\n",
+        npm_tgz()
+    );
+
+    for registry in ["has-others", "no-package"] {
+        let (o, calls) = publish(registry);
+        assert!(o.status.success(), "{registry}: {}", describe(&o));
+        assert_eq!(calls, format!("{view}{publish_call}"), "{registry}");
+    }
+
+    // A re-run after a successful publish: a clear line, no publish.
+    let (o, calls) = publish("has-it");
+    assert!(o.status.success(), "{}", describe(&o));
+    assert_eq!(calls, view);
+    assert!(
+        stdout(&o).contains(&format!(
+            "loopx@{VERSION} is already on npm: skipping the publish"
+        )),
+        "{}",
+        describe(&o)
+    );
+
+    // The registry cannot be asked: no guess, no publish.
+    let (o, calls) = publish("offline");
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert_eq!(calls, view);
+    assert!(
+        stdout(&o).contains("cannot tell whether"),
+        "{}",
+        describe(&o)
+    );
+
+    // A prerelease goes to the `next` tag (npm refuses it without one).
+    let rc = "9.9.9-rc.1";
+    let rc_dir = scratch.join(&format!("work/dist/release/download/v{rc}"));
+    let rc_tgz = format!("loopx-{rc}.tgz");
+    write(&rc_dir.join(&rc_tgz), read(&build.npm_tgz()));
+    write(
+        &rc_dir.join("SHA256SUMS"),
+        format!("{}  {rc_tgz}\n", sha256_hex(&build.npm_tgz())),
+    );
+    let (o, calls) = publish_as("has-others", rc);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert_eq!(
+        calls,
+        format!(
+            "view loopx@{rc} version\n\
+             publish dist/release/download/v{rc}/{rc_tgz} --provenance --access public --tag next\n"
+        )
+    );
+
+    // A tarball that is not the one SHA256SUMS lists is never published.
+    let mut tgz = read(&build.npm_tgz());
+    let last = tgz.len() - 1;
+    tgz[last] ^= 1;
+    write(&dir.join(npm_tgz()), tgz);
+    let (o, calls) = publish("has-others");
+    assert!(!o.status.success(), "{}", describe(&o));
+    assert_eq!(calls, "", "npm was called");
 }

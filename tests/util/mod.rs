@@ -322,6 +322,16 @@ impl Outcome {
     }
 
     #[track_caller]
+    pub fn stderr_is(&self, expected: &str) -> &Outcome {
+        assert_eq!(
+            self.stderr, expected,
+            "stderr\n--- stdout:\n{}",
+            self.stdout
+        );
+        self
+    }
+
+    #[track_caller]
     pub fn stderr_has(&self, needle: &str) -> &Outcome {
         assert!(
             self.stderr.contains(needle),
@@ -394,6 +404,17 @@ pub fn which(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|d| d.join(name))
         .find(|p| p.is_file())
+}
+
+/// Caches shared between test runs, for what tests fetch from the npm
+/// registry: ${XDG_CACHE_HOME:-~/.cache}/loopx-ci (where .ci/run puts Bun).
+pub fn ci_cache() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))
+        .expect("neither XDG_CACHE_HOME nor HOME is set");
+    base.join("loopx-ci")
 }
 
 /// Bun: on PATH (CI puts it there), else where .ci/run installs it.

@@ -5,7 +5,10 @@
 //   3. ${XDG_CACHE_HOME:-~/.cache}/loopx/<version>/loopx (downloaded there
 //      when the package directory was not writable);
 //   4. a download of the release archive for this platform, checked against
-//      the package's SHA256SUMS, into 2 or else 3.
+//      the package's SHA256SUMS (which scripts/build-release.sh puts in the
+//      package), into 2 or else 3. The archive comes from
+//      $LOOPX_DOWNLOAD_URL/download/v<version>/loopx-<target>.tar.gz, the
+//      tree install.sh reads (default: the project's GitHub releases).
 // The shim runs this on every start, so the common path (1 or 2) costs one
 // stat; package.json is read, and crypto, zlib and the tar reader are
 // loaded, only past it.
@@ -16,6 +19,7 @@ import {
   mkdirSync,
   readFileSync,
   renameSync,
+  rmdirSync,
   rmSync,
   statSync,
   writeFileSync,
@@ -131,19 +135,30 @@ async function download({ env, pkgDir, version, platform, arch, log }) {
     );
   }
   const asset = `loopx-${target}.tar.gz`;
-  const base = (env.LOOPX_DOWNLOAD_URL || DEFAULT_DOWNLOAD_BASE).replace(/\/+$/, "");
-  const url = `${base}/download/v${version}/${asset}`;
+  const url = `${downloadBase(env)}/download/v${version}/${asset}`;
   // The expected checksum is known before anything is fetched: a package
   // without one never downloads, so it can never run an unverified file.
-  const expected = expectedChecksum(pkgDir, asset);
+  const sums = join(pkgDir, "SHA256SUMS");
+  const expected = expectedChecksum(sums, asset);
+  const fail = (headline, ...details) =>
+    new NativeError(
+      [
+        headline,
+        `  tried:    ${url}`,
+        `  expected: ${asset} of loopx ${version}, sha256 ${expected} (from ${sums})`,
+        ...details,
+        ...waysOut(version, asset),
+      ].join("\n"),
+    );
 
   log(`loopx: downloading ${url} ...`);
-  const archive = await fetchBytes(url);
+  const archive = await fetchBytes(url, fail);
   const { createHash } = await import("node:crypto");
   const actual = createHash("sha256").update(archive).digest("hex");
   if (actual !== expected) {
-    throw new NativeError(
-      `checksum mismatch for ${url}: SHA256SUMS says ${expected}, the download is ${actual}; nothing was installed or run`,
+    throw fail(
+      "checksum mismatch: the download is not the archive this package was released with; nothing was installed or run",
+      `  got:      sha256 ${actual}`,
     );
   }
   const { gunzipSync } = await import("node:zlib");
@@ -152,18 +167,39 @@ async function download({ env, pkgDir, version, platform, arch, log }) {
   try {
     binary = readTarEntry(gunzipSync(archive), "loopx");
   } catch (error) {
-    throw new NativeError(`cannot read ${asset} from ${url}: ${error.message}`);
+    throw fail(`cannot read the downloaded archive (${error.message}); nothing was installed`);
   }
-  if (!binary) throw new NativeError(`${asset} from ${url} has no loopx binary in it`);
-  return install(binary, [join(pkgDir, "native"), cacheDir(env, version)]);
+  if (!binary) throw fail("the downloaded archive has no loopx binary in it; nothing was installed");
+  return install(binary, [join(pkgDir, "native"), cacheDir(env, version)], version);
 }
 
-function expectedChecksum(pkgDir, asset) {
-  const file = join(pkgDir, "SHA256SUMS");
+/**
+ * The releases base URL: LOOPX_DOWNLOAD_URL as install.sh reads it (an
+ * http(s):// or file:// URL, trailing slashes dropped), else GitHub's.
+ */
+export function downloadBase(env) {
+  const base = (env.LOOPX_DOWNLOAD_URL || DEFAULT_DOWNLOAD_BASE).replace(/\/+$/, "");
+  if (!/^(https?|file):\/\/./.test(base)) {
+    throw new NativeError(`LOOPX_DOWNLOAD_URL must be an http(s):// or file:// URL, not '${env.LOOPX_DOWNLOAD_URL}'`);
+  }
+  return base;
+}
+
+// The two ways to get a binary when the download cannot be had.
+function waysOut(version, asset) {
+  return [
+    "  either set LOOPX_DOWNLOAD_URL to a mirror of the releases",
+    `    (one that serves <mirror>/download/v${version}/${asset}, as for install.sh),`,
+    `  or set LOOPX_BINARY_PATH to a loopx ${version} binary`,
+  ];
+}
+
+function expectedChecksum(file, asset) {
   const refuse = (why) =>
     new NativeError(
       `cannot verify a download of ${asset}: ${why}; ` +
-        "reinstall the loopx package, or set LOOPX_BINARY_PATH to a loopx binary",
+        "install a released loopx package (scripts/build-release.sh packs one), " +
+        "or set LOOPX_BINARY_PATH to a loopx binary",
     );
   let text;
   try {
@@ -179,34 +215,45 @@ function expectedChecksum(pkgDir, asset) {
   throw refuse(`${file} has no line for it`);
 }
 
-async function fetchBytes(url) {
-  const advice = "check the network or LOOPX_DOWNLOAD_URL, or set LOOPX_BINARY_PATH to a loopx binary";
+// The bytes at `url`; a failure is thrown as `fail(headline)`.
+async function fetchBytes(url, fail) {
+  if (url.startsWith("file:")) {
+    try {
+      return readFileSync(fileURLToPath(url));
+    } catch (error) {
+      throw fail(`could not download the loopx binary (${error.code ?? error.message})`);
+    }
+  }
   let response;
   try {
     response = await fetch(url, { redirect: "follow" });
   } catch (error) {
     const reason = error.cause?.code ?? error.cause?.message ?? error.message;
-    throw new NativeError(`could not download ${url} (${reason}); ${advice}`);
+    throw fail(`could not download the loopx binary (${reason}); are you offline?`);
   }
+  const via = response.url && response.url !== url ? [`  (redirected to ${response.url})`] : [];
   if (!response.ok) {
-    throw new NativeError(`could not download ${url} (HTTP ${response.status}); ${advice}`);
+    throw fail(`could not download the loopx binary (HTTP ${response.status})`, ...via);
   }
   try {
     return Buffer.from(await response.arrayBuffer());
   } catch (error) {
-    throw new NativeError(`could not download ${url} (${error.message}); ${advice}`);
+    throw fail(`could not download the loopx binary (${error.cause?.code ?? error.message})`, ...via);
   }
 }
 
 // Writes the binary into the first directory that takes it, atomically: a
 // temp file beside the final name, chmod 755, rename. Concurrent first runs
-// each rename a complete file, and no reader ever sees a partial one.
-function install(binary, dirs) {
+// each rename a complete file, and no reader ever sees a partial one. A
+// directory that cannot take it is left as it was: the temp file and any
+// directory made for it are removed.
+function install(binary, dirs, version) {
   const failures = [];
   for (const dir of dirs) {
     const temp = join(dir, `.loopx-${process.pid}-${Date.now()}.tmp`);
+    let made;
     try {
-      mkdirSync(dir, { recursive: true });
+      made = mkdirSync(dir, { recursive: true });
       writeFileSync(temp, binary, { mode: 0o755 });
       chmodSync(temp, 0o755); // the umask may have narrowed the mode
       const path = join(dir, "loopx");
@@ -218,8 +265,25 @@ function install(binary, dirs) {
       } catch {
         // The directory itself is unusable; there is no temp file to remove.
       }
+      if (made) removeEmptyDirs(dir, made);
       failures.push(`${dir}: ${error.code ?? error.message}`);
     }
   }
-  throw new NativeError(`cannot save the downloaded binary (${failures.join("; ")}); set LOOPX_BINARY_PATH to a loopx binary`);
+  throw new NativeError(
+    `cannot save the downloaded binary (${failures.join("; ")}); nothing was installed; ` +
+      `set LOOPX_BINARY_PATH to a loopx ${version} binary`,
+  );
+}
+
+// Removes `dir` and its parents up to `top` (the first directory mkdir made),
+// as long as they are empty: another process may be using them.
+function removeEmptyDirs(dir, top) {
+  for (let d = dir; d.length >= top.length; d = dirname(d)) {
+    try {
+      rmdirSync(d);
+    } catch {
+      return;
+    }
+    if (d === top) return;
+  }
 }

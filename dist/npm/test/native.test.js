@@ -157,6 +157,29 @@ test("when the package directory is not writable the binary goes to the per-user
   assert.equal(m.requests.length, 1);
 });
 
+/**
+ * Checks a download failure report: the headline, the URL tried, the
+ * archive and checksum expected, the two ways out; returns its lines.
+ */
+function assertDownloadFailure(stderr, { headline, url, expected, pkg }) {
+  const lines = stderr.trimEnd().split("\n");
+  assert.equal(lines[0], `loopx: downloading ${url} ...`, stderr);
+  assert.ok(lines[1].startsWith(`loopx: ${headline}`), stderr);
+  assert.equal(lines[2], `  tried:    ${url}`, stderr);
+  assert.equal(lines[3], `  expected: ${ASSET} of loopx ${VERSION}, sha256 ${expected} (from ${join(pkg, "SHA256SUMS")})`, stderr);
+  assert.equal(lines.at(-3), "  either set LOOPX_DOWNLOAD_URL to a mirror of the releases", stderr);
+  assert.equal(lines.at(-2), `    (one that serves <mirror>/download/v${VERSION}/${ASSET}, as for install.sh),`, stderr);
+  assert.equal(lines.at(-1), `  or set LOOPX_BINARY_PATH to a loopx ${VERSION} binary`, stderr);
+  return lines;
+}
+
+/** Nothing of a failed download is left in the package or the cache. */
+function assertNothingInstalled(pkg, shim) {
+  assert.ok(!existsSync(join(pkg, "native")), "no native/ in the package");
+  assert.ok(!existsSync(join(shim.cache, "..", "..")), "no loopx/ in the cache");
+  assert.ok(!existsSync(shim.mark), "nothing was run");
+}
+
 test("a checksum mismatch is refused: nothing is installed or run", { skip: noTarget }, async (t) => {
   const pkg = packageCopy(t);
   const shim = shimRunner(t, pkg);
@@ -168,11 +191,14 @@ test("a checksum mismatch is refused: nothing is installed or run", { skip: noTa
   const r = await shim.run({ LOOPX_DOWNLOAD_URL: m.base });
   assert.equal(r.code, 1);
   assert.equal(r.stdout, "");
-  assert.match(r.stderr, /loopx: checksum mismatch for http:\/\/127\.0\.0\.1:\d+\/download\/v[^ ]+ /);
-  assert.ok(r.stderr.includes(wrong) && r.stderr.includes(sha256(archive)));
-  assert.ok(!existsSync(shim.mark), "the download did not run");
-  assert.ok(!existsSync(join(pkg, "native")) || readdirSync(join(pkg, "native")).length === 0);
-  assert.ok(!existsSync(join(shim.cache, "..")));
+  const lines = assertDownloadFailure(r.stderr, {
+    headline: "checksum mismatch: the download is not the archive this package was released with; nothing was installed or run",
+    url: `${m.base}${ASSET_PATH}`,
+    expected: wrong,
+    pkg,
+  });
+  assert.equal(lines[4], `  got:      sha256 ${sha256(archive)}`);
+  assertNothingInstalled(pkg, shim);
 });
 
 test("without SHA256SUMS, or without a line for the asset, nothing is downloaded", { skip: noTarget }, async (t) => {
@@ -182,7 +208,7 @@ test("without SHA256SUMS, or without a line for the asset, nothing is downloaded
 
   let r = await shim.run({ LOOPX_DOWNLOAD_URL: m.base });
   assert.equal(r.code, 1);
-  assert.match(r.stderr, /^loopx: cannot verify a download of loopx-.+\.tar\.gz: .+SHA256SUMS is missing; .*LOOPX_BINARY_PATH/);
+  assert.match(r.stderr, /^loopx: cannot verify a download of loopx-.+\.tar\.gz: .+SHA256SUMS is missing; install a released loopx package .*LOOPX_BINARY_PATH/);
   writeSums(pkg, [`${"a".repeat(64)}  loopx-other-target.tar.gz`]);
   r = await shim.run({ LOOPX_DOWNLOAD_URL: m.base });
   assert.equal(r.code, 1);
@@ -190,29 +216,109 @@ test("without SHA256SUMS, or without a line for the asset, nothing is downloaded
   assert.deepEqual(m.requests, []);
 });
 
-test("offline: the error names the URL tried and LOOPX_BINARY_PATH", { skip: noTarget }, async (t) => {
+test("offline: the error names the URL tried, what was expected and the ways out", { skip: noTarget }, async (t) => {
   const pkg = packageCopy(t);
   const shim = shimRunner(t, pkg);
-  writeSums(pkg, [`${"a".repeat(64)}  ${ASSET}`]);
+  const expected = "a".repeat(64);
+  writeSums(pkg, [`${expected}  ${ASSET}`]);
   const base = `http://127.0.0.1:${await closedPort()}`;
   const r = await shim.run({ LOOPX_DOWNLOAD_URL: base });
   assert.equal(r.code, 1);
-  const lines = r.stderr.trimEnd().split("\n");
-  assert.equal(lines[0], `loopx: downloading ${base}${ASSET_PATH} ...`);
-  assert.match(lines[1], /^loopx: could not download http:\/\/127\.0\.0\.1:\d+\/download\/.+ \(ECONNREFUSED\); .*LOOPX_BINARY_PATH/);
-  assert.ok(lines[1].includes(`${base}${ASSET_PATH}`));
-  assert.equal(lines.length, 2);
+  assert.equal(r.stdout, "");
+  const lines = assertDownloadFailure(r.stderr, {
+    headline: "could not download the loopx binary (ECONNREFUSED); are you offline?",
+    url: `${base}${ASSET_PATH}`,
+    expected,
+    pkg,
+  });
+  assert.equal(lines.length, 7, r.stderr);
+  assertNothingInstalled(pkg, shim);
 });
 
-test("an HTTP error status is reported with the URL", { skip: noTarget }, async (t) => {
+test("an HTTP error status is reported with the URL tried and the one redirected to", { skip: noTarget }, async (t) => {
   const pkg = packageCopy(t);
   const shim = shimRunner(t, pkg);
-  writeSums(pkg, [`${"a".repeat(64)}  ${ASSET}`]);
-  const m = await mirror(t, {});
+  const expected = "a".repeat(64);
+  writeSums(pkg, [`${expected}  ${ASSET}`]);
+  const m = await mirror(t, { [ASSET_PATH]: (req, res) => res.writeHead(302, { location: "/objects/gone" }).end() });
   const r = await shim.run({ LOOPX_DOWNLOAD_URL: m.base });
   assert.equal(r.code, 1);
-  assert.ok(r.stderr.includes(`loopx: could not download ${m.base}${ASSET_PATH} (HTTP 404); `), r.stderr);
-  assert.match(r.stderr, /LOOPX_BINARY_PATH/);
+  const lines = assertDownloadFailure(r.stderr, {
+    headline: "could not download the loopx binary (HTTP 404)",
+    url: `${m.base}${ASSET_PATH}`,
+    expected,
+    pkg,
+  });
+  assert.equal(lines[4], `  (redirected to ${m.base}/objects/gone)`);
+  assertNothingInstalled(pkg, shim);
+});
+
+test("a download cut short is reported and leaves nothing behind", { skip: noTarget }, async (t) => {
+  const pkg = packageCopy(t);
+  const shim = shimRunner(t, pkg);
+  const archive = releaseArchive(t, { loopx: [fakeBinary("whole"), 0o755] });
+  writeSums(pkg, [`${sha256(archive)}  ${ASSET}`]);
+  const m = await mirror(t, {
+    [ASSET_PATH]: (req, res) => {
+      res.writeHead(200, { "content-length": archive.length });
+      res.write(archive.subarray(0, archive.length >> 1));
+      setTimeout(() => res.destroy(), 50);
+    },
+  });
+  const r = await shim.run({ LOOPX_DOWNLOAD_URL: m.base });
+  assert.equal(r.code, 1);
+  assertDownloadFailure(r.stderr, {
+    headline: "could not download the loopx binary (",
+    url: `${m.base}${ASSET_PATH}`,
+    expected: sha256(archive),
+    pkg,
+  });
+  assertNothingInstalled(pkg, shim);
+});
+
+test("LOOPX_DOWNLOAD_URL may be a file:// mirror, as for install.sh, and must be a URL", { skip: noTarget }, async (t) => {
+  const pkg = packageCopy(t);
+  const shim = shimRunner(t, pkg);
+  const archive = releaseArchive(t, { loopx: [fakeBinary("from-disk"), 0o755] });
+  const tree = tempDir(t);
+  writeTree(tree, { [ASSET_PATH.slice(1)]: archive });
+  writeSums(pkg, [`${sha256(archive)}  ${ASSET}`]);
+
+  for (const bad of ["127.0.0.1:8080", "ftp://mirror/loopx"]) {
+    const r = await shim.run({ LOOPX_DOWNLOAD_URL: bad });
+    assert.equal(r.code, 1);
+    assert.equal(r.stderr, `loopx: LOOPX_DOWNLOAD_URL must be an http(s):// or file:// URL, not '${bad}'\n`);
+  }
+  const missing = await shim.run({ LOOPX_DOWNLOAD_URL: `file://${tree}/nowhere` });
+  assert.equal(missing.code, 1);
+  assertDownloadFailure(missing.stderr, {
+    headline: "could not download the loopx binary (ENOENT)",
+    url: `file://${tree}/nowhere${ASSET_PATH}`,
+    expected: sha256(archive),
+    pkg,
+  });
+  assertNothingInstalled(pkg, shim);
+
+  const r = await shim.run({ LOOPX_DOWNLOAD_URL: `file://${tree}//` });
+  assert.equal(r.stdout, "from-disk version\n", r.stderr);
+  assert.equal(r.stderr, `loopx: downloading file://${tree}${ASSET_PATH} ...\n`);
+});
+
+test("a binary that no directory can take is reported, and nothing is written", { skip: noTarget }, async (t) => {
+  const pkg = packageCopy(t);
+  const shim = shimRunner(t, pkg);
+  writeTree(pkg, { native: "in the way" });
+  // The cache: <XDG_CACHE_HOME>/loopx/<version> cannot be made under a file.
+  writeTree(join(shim.cache, "..", "..", ".."), { loopx: "in the way too" });
+  const archive = releaseArchive(t, { loopx: [fakeBinary("homeless"), 0o755] });
+  const m = await mirror(t, { [ASSET_PATH]: archive });
+  writeSums(pkg, [`${sha256(archive)}  ${ASSET}`]);
+  const r = await shim.run({ LOOPX_DOWNLOAD_URL: m.base });
+  assert.equal(r.code, 1);
+  assert.match(r.stderr.split("\n")[1], /^loopx: cannot save the downloaded binary \(.*\/native: (EEXIST|ENOTDIR); .*\/loopx\/[^:]+: (ENOTDIR|EEXIST)\); nothing was installed; set LOOPX_BINARY_PATH to a loopx .+ binary$/);
+  assert.equal(readFileSync(join(pkg, "native"), "utf8"), "in the way");
+  assert.equal(readFileSync(join(shim.cache, "..", ".."), "utf8"), "in the way too");
+  assert.ok(!existsSync(shim.mark));
 });
 
 test("an archive without a loopx entry is an error", { skip: noTarget }, async (t) => {
@@ -278,13 +384,16 @@ test("postinstall fetches the binary early", { skip: noTarget }, async (t) => {
   assert.equal(readFileSync(join(pkg, "native", "loopx"), "utf8"), fakeBinary("early"));
 });
 
-test("postinstall never fails the install", async (t) => {
+test("postinstall never fails the install", { skip: noTarget }, async (t) => {
   const pkg = packageCopy(t);
+  writeSums(pkg, [`${"a".repeat(64)}  ${ASSET}`]);
   const r = await run(process.execPath, [join(pkg, "lib", "postinstall.js")], {
     env: { LOOPX_BINARY_PATH: "", XDG_CACHE_HOME: join(tempDir(t), "c"), LOOPX_DOWNLOAD_URL: `http://127.0.0.1:${await closedPort()}` },
   });
   assert.equal(r.code, 0);
   assert.equal(r.stdout, "");
-  assert.match(r.stderr, /^loopx: the native binary was not fetched now \(.+\); the first run will try again\n$/);
+  assert.match(r.stderr, /^loopx: downloading .+\nloopx: could not download the loopx binary \(ECONNREFUSED\)/);
+  assert.match(r.stderr, /LOOPX_BINARY_PATH/);
+  assert.match(r.stderr, /\nloopx: the binary was not fetched at install time; the first run of loopx will try again\n$/);
   assert.ok(!existsSync(join(pkg, "native")));
 });
