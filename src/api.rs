@@ -15,8 +15,9 @@
 //!   `JSON.stringify` writes an Output (§2.3).
 //! - `{"type":"done"}` when the loop ended normally (stop, the -n limit, or
 //!   the consumer stopped asking).
-//! - `{"type":"error","message":"...","exitCode":N}` when it failed; the
-//!   message is the CLI's wording, and nothing is printed to stderr for it.
+//! - `{"type":"error","message":"...","exitCode":N,"reason":"..."}` when it
+//!   failed; the message is the CLI's wording, and nothing is printed to
+//!   stderr for it; the reason is `Error::reason`.
 //! - `{"type":"protocol","supported":"1","version":"x.y.z"}` when the
 //!   requested protocol is not this binary's; then it exits with code 1.
 //!
@@ -100,7 +101,11 @@ pub fn run(protocol: &str, args: &RunOptions) -> Result<(), Error> {
         Err(err) => {
             let mut msg = String::from("{\"type\":\"error\",\"message\":");
             write_json_string(&mut msg, &err.to_string());
-            msg.push_str(&format!(",\"exitCode\":{}}}", err.exit_code()));
+            msg.push_str(&format!(
+                ",\"exitCode\":{},\"reason\":\"{}\"}}",
+                err.exit_code(),
+                err.reason()
+            ));
             // If the channel itself is gone there is no one left to tell.
             let _ = send(&msg);
             Err(Error::Reported {

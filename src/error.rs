@@ -222,6 +222,25 @@ impl Error {
         }
     }
 
+    /// Why the run ended, as the JS API's `reason` (and the run log) say.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::TimedOut { .. } => "timed_out",
+            Error::ScriptFailed { .. }
+            | Error::ScriptKilled { .. }
+            | Error::ScriptNeedsTerminal { .. }
+            | Error::Spawn { .. } => "script_failed",
+            Error::InvalidGoto { .. } => "invalid_goto",
+            Error::UnknownWorkflow { goto_from, .. } | Error::UnknownScript { goto_from, .. }
+                if goto_from.is_some() =>
+            {
+                "invalid_goto"
+            }
+            Error::Interrupted { .. } => "signal",
+            _ => "error",
+        }
+    }
+
     /// Whether to print anything: an interrupted loop exits quietly with its
     /// signal code, as shells do.
     pub fn is_silent(&self) -> bool {

@@ -2,7 +2,9 @@
 // the native binary's (one engine, in Rust): each run spawns it in its
 // internal machine mode and relays what it reports (DESIGN.md "API protocol"):
 //
-//   <binary> __api <PROTOCOL> [-n <count>] [-e <absolute path>] -- <target>
+//   <binary> __api <PROTOCOL> [-n <count>] [-e <absolute path>]
+//            [--timeout <ms>ms] [--max-time <ms>ms] [--retry <n>]
+//            [--retry-delay <ms>ms] -- <target>
 //
 // with cwd = the project root and the environment of bin/loopx.js. Its stdout
 // is a channel of JSON lines (src/api.rs documents them): an `output` per
@@ -45,7 +47,7 @@ function settle({ target, options, base, baseError, env, error: captureError }) 
     if (options !== undefined && options !== null && typeof options !== "object") {
       throw usage(`invalid options ${describe(options)}: expected an object like { maxIterations, envFile, signal, cwd }`);
     }
-    const { maxIterations, envFile, signal, cwd } = options ?? {};
+    const { maxIterations, envFile, signal, cwd, timeout, maxTime, retry, retryDelay } = options ?? {};
     // The signal first: an aborted one wins over any other error (§9.1).
     if (signal !== undefined) {
       if (!isAbortSignal(signal)) throw usage(`invalid value ${describe(signal)} for signal: expected an AbortSignal`);
@@ -60,6 +62,23 @@ function settle({ target, options, base, baseError, env, error: captureError }) 
       // BigInt: String(1e21) would be "1e+21". The binary saturates
       // counts beyond u64, like the CLI.
       call.count = BigInt(maxIterations).toString();
+    }
+    // The unattended-run options, as the CLI's --timeout, --max-time,
+    // --retry-delay (milliseconds here) and --retry: same rules, same order.
+    call.flags = [];
+    for (const [name, value, flag, min] of [
+      ["timeout", timeout, "--timeout", 1],
+      ["maxTime", maxTime, "--max-time", 1],
+      ["retry", retry, "--retry", 0],
+      ["retryDelay", retryDelay, "--retry-delay", 0],
+    ]) {
+      if (value === undefined) continue;
+      if (typeof value !== "number" || !Number.isInteger(value) || value < min) {
+        const what = name === "retry" ? "a non-negative integer" : `${min ? "a positive" : "a non-negative"} integer number of milliseconds`;
+        throw usage(`invalid value ${describe(value)} for ${name}: expected ${what}`);
+      }
+      const text = BigInt(value).toString();
+      call.flags.push(flag, name === "retry" ? text : `${text}ms`);
     }
     if (cwd !== undefined && typeof cwd !== "string") {
       throw usage(`invalid value ${describe(cwd)} for cwd: expected a directory path`);
@@ -123,10 +142,15 @@ function abortError(signal) {
   return error;
 }
 
-/** An error the binary reported: its message is the CLI's, word for word. */
-function loopxError(message, exitCode) {
+/**
+ * An error the binary reported: its message is the CLI's, word for word;
+ * `exitCode` the CLI's (124 for a timeout); `reason` why the run ended
+ * (`script_failed`, `timed_out`, `invalid_goto`, `signal` or `error`).
+ */
+function loopxError(message, exitCode, reason) {
   const error = new Error(message);
   error.exitCode = exitCode;
+  error.reason = reason ?? "error";
   return error;
 }
 
@@ -239,7 +263,7 @@ class Run {
         await this.#closed;
         return DONE;
       case "error":
-        return this.#fail(loopxError(message.message, message.exitCode));
+        return this.#fail(loopxError(message.message, message.exitCode, message.reason));
       case "protocol":
         return this.#fail(
           new Error(
@@ -282,6 +306,7 @@ class Run {
     const args = ["__api", PROTOCOL];
     if (count !== undefined) args.push("-n", count);
     if (envFile !== undefined) args.push("-e", envFile);
+    args.push(...this.#call.flags);
     args.push("--", target);
     const child = spawn(binary, args, { cwd, env: native.binaryEnv(env), stdio: ["pipe", "pipe", "inherit"] });
     this.#child = child;

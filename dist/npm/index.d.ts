@@ -22,6 +22,39 @@ export interface RunOptions {
    * default. Scripts still run in their workflow's directory.
    */
   cwd?: string;
+  /**
+   * The longest one script run may take, in milliseconds (a positive
+   * integer), like `loopx run --timeout`: then its process group gets
+   * SIGTERM, SIGKILL 5 s later, and the run fails with `exitCode` 124 and
+   * `reason` `"timed_out"` (unless a retry is left).
+   */
+  timeout?: number;
+  /**
+   * A budget for the whole run, in milliseconds (a positive integer), like
+   * `--max-time`: no script run starts once it has passed (a running one
+   * may finish), and the generator then completes normally.
+   */
+  maxTime?: number;
+  /**
+   * How many more times a failed or timed-out script run is tried, with the
+   * same input (a non-negative integer), like `--retry`. A retry is not an
+   * iteration for `maxIterations`.
+   */
+  retry?: number;
+  /**
+   * The wait before the first retry in milliseconds (a non-negative
+   * integer; default 10000), doubled for each further one, at most 30
+   * minutes, like `--retry-delay`.
+   */
+  retryDelay?: number;
+}
+
+/** The error a run throws when the loop fails (SPEC §9.3). */
+export interface LoopxError extends Error {
+  /** What `loopx run` would exit with: 1, 124 (timed out) or 128+N. */
+  exitCode: number;
+  /** Why the run ended. */
+  reason: "script_failed" | "timed_out" | "invalid_goto" | "signal" | "error";
 }
 
 /**

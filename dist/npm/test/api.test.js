@@ -199,6 +199,62 @@ test("an invalid maxIterations is rejected on first use, never synchronously", T
   assert.deepEqual(log(root), []);
 });
 
+test("invalid timeout, maxTime, retry and retryDelay are rejected on first use, like maxIterations", T, async (t) => {
+  const root = project(t, { "w/index.sh": logged("ran", { stop: true }) });
+  const cases = [
+    ["timeout", 0, "0", "a positive integer number of milliseconds"],
+    ["timeout", 1.5, "1.5", "a positive integer number of milliseconds"],
+    ["maxTime", -1, "-1", "a positive integer number of milliseconds"],
+    ["maxTime", "1h", "'1h'", "a positive integer number of milliseconds"],
+    ["retry", -1, "-1", "a non-negative integer"],
+    ["retry", NaN, "NaN", "a non-negative integer"],
+    ["retryDelay", -5, "-5", "a non-negative integer number of milliseconds"],
+    ["retryDelay", Infinity, "Infinity", "a non-negative integer number of milliseconds"],
+  ];
+  for (const [name, value, shown, what] of cases) {
+    const message = `invalid value ${shown} for ${name}: expected ${what}`;
+    let loop;
+    assert.doesNotThrow(() => (loop = run("w", { cwd: root, [name]: value })));
+    await assert.rejects(loop.next(), { name: "TypeError", message });
+    await assert.rejects(runPromise("w", { cwd: root, [name]: value }), { message });
+  }
+  assert.deepEqual(log(root), []);
+});
+
+test("timeout: a script that runs too long fails the run with exitCode 124 and reason timed_out", T, async (t) => {
+  const root = project(t, { "w/index.sh": `echo $$ > "$LOOPX_PROJECT_ROOT/pid"\nsleep 30\n` });
+  const error = await rejection(runPromise("w", { cwd: root, timeout: 300 }));
+  assert.equal(error.message, "w:index timed out after 300ms; its process group was terminated");
+  assert.equal(error.exitCode, 124);
+  assert.equal(error.reason, "timed_out");
+  const pid = Number(readFileSync(join(root, "pid"), "utf8"));
+  assert.throws(() => process.kill(pid, 0), { code: "ESRCH" });
+});
+
+test("retry and retryDelay: a failed script runs again with the same input", T, async (t) => {
+  const root = project(t, {
+    "w/index.sh": logged("index", { result: "payload", goto: "check" }),
+    "w/check.sh": `echo "$LOOPX_ATTEMPT $(cat)" >> "$LOOPX_PROJECT_ROOT/log"
+[ "$LOOPX_ATTEMPT" = 2 ] || exit 3
+printf '{"result":"checked","stop":true}'
+`,
+  });
+  const outputs = await runPromise("w", { cwd: root, retry: 2, retryDelay: 0, maxIterations: 5 });
+  assert.deepEqual(outputs, [{ result: "payload", goto: "check" }, { result: "checked", stop: true }]);
+  assert.deepEqual(log(root), ["index", "1 payload", "2 payload"]);
+  const error = await rejection(runPromise("w:check", { cwd: root, retry: 0 }));
+  assert.equal(error.exitCode, 1);
+  assert.equal(error.reason, "script_failed");
+});
+
+test("maxTime: no script starts after the budget, and the run completes normally", T, async (t) => {
+  const root = project(t, { "w/index.sh": `echo x >> "$LOOPX_PROJECT_ROOT/log"\nsleep 0.4\nprintf '{"result":"r"}'\n` });
+  const outputs = await runPromise("w", { cwd: root, maxTime: 600 });
+  assert.ok(outputs.length >= 1 && outputs.length <= 3, `${outputs.length} outputs`);
+  assert.deepEqual(outputs, outputs.map(() => ({ result: "r" })));
+  assert.equal(log(root).length, outputs.length);
+});
+
 test("every error surfaces lazily with the CLI's wording", T, async (t) => {
   const root = project(t, {
     "w/index.sh": logged("w", { result: "ok" }),
