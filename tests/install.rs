@@ -129,7 +129,7 @@ fn git(dir: &Path, args: &[&str]) {
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("HOME", dir)
         .output()
-        .expect("git (the tests need it; .ci/run installs it)");
+        .expect("git (the tests need it; .ci/run installs it with apt)");
     assert!(
         out.status.success(),
         "git {args:?}: {}",

@@ -44,16 +44,13 @@ fn broken_project_tsx(p: &Project) {
 }
 
 /// A Node with built-in type stripping (>= 22.18): LOOPX_TEST_NODE22, else
-/// where .ci/run installs it.
+/// where scripts/test.sh installs it.
 fn node22() -> PathBuf {
     std::env::var_os("LOOPX_TEST_NODE22")
         .map(PathBuf::from)
-        .or_else(|| {
-            let home = std::env::var_os("HOME")?;
-            Some(Path::new(&home).join(".cache/loopx-ci/node22/node_modules/.bin/node"))
-        })
+        .or_else(|| Some(ci_cache().join("node22/node_modules/.bin/node")))
         .filter(|p| p.is_file())
-        .expect("Node 22 not found: set LOOPX_TEST_NODE22 (.ci/run installs it)")
+        .expect("Node 22 not found: set LOOPX_TEST_NODE22 (scripts/test.sh installs it)")
 }
 
 /// A directory of symlinks to the given programs: a PATH with exactly them.

@@ -185,17 +185,20 @@ fn script_that_never_reads_a_64_mib_result_does_not_break_the_loop() {
 fn background_process_holding_stdout_does_not_hang_the_loop() {
     // The script leaves a process that holds its stdout for 30 s and writes
     // to it after the script exited. (Its stderr goes elsewhere only so the
-    // test harness, which reads loopx's stderr to EOF, does not wait on it.) loopx captures what was written before
-    // the script exited and moves on (README, background-holder rule).
+    // test harness, which reads loopx's stderr to EOF, does not wait on it.)
+    // loopx captures what was written before the script exited and moves on
+    // (README, background-holder rule). Iterations 1 and 3 run index.sh, so
+    // two holders are left; each names the script's process group, which
+    // the test kills at the end (holder, its loop and its sleep alike).
     let p = Project::new();
     p.script(
         "w",
         "index.sh",
         "printf '{\"goto\":\"b\",\"result\":\"before\"}'\n\
-         ( trap '' HUP; echo $BASHPID > \"$LOOPX_PROJECT_ROOT/holder.pid\"; \
+         ( trap '' HUP; : > \"$LOOPX_PROJECT_ROOT/holder.$$\"; \
            while [ ! -e \"$LOOPX_PROJECT_ROOT/b.done\" ]; do sleep 0.02; done; \
            echo late; sleep 30 ) 2>/dev/null &\n\
-         until [ -e \"$LOOPX_PROJECT_ROOT/holder.pid\" ]; do sleep 0.01; done\n",
+         until [ -e \"$LOOPX_PROJECT_ROOT/holder.$$\" ]; do sleep 0.01; done\n",
     )
     .script(
         "w",
@@ -205,15 +208,29 @@ fn background_process_holding_stdout_does_not_hang_the_loop() {
     let started = Instant::now();
     let out = p.loopx(&["run", "-n", "3", "w"]).run();
     let took = started.elapsed();
-    let holder = read_pid(&p, "holder.pid");
-    // SAFETY: the holder is a process this test caused; end it.
-    unsafe { libc::kill(holder, libc::SIGKILL) };
+    let groups: Vec<i32> = fs::read_dir(p.root())
+        .expect("read the project root")
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            name.strip_prefix("holder.")?.parse().ok()
+        })
+        .collect();
+    for &pgid in &groups {
+        // SAFETY: a process group this test's scripts started; end it.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    }
     out.success().stdout_empty();
+    assert_eq!(groups.len(), 2, "one holder per run of index.sh");
     assert!(
         took < Duration::from_secs(25),
         "loopx waited for the holder: {took:?}"
     );
     assert_eq!(p.read("got"), "before");
+    for pgid in groups {
+        wait_until("the holder's group to end", || {
+            group_members(pgid).into_iter().all(|pid| !alive(pid))
+        });
+    }
 }
 
 #[test]

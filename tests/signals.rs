@@ -28,13 +28,15 @@ fn heartbeat(file: &str) -> String {
 }
 
 /// A script that records its pid, starts a heartbeat job that ignores
-/// SIGINT (and SIGHUP, so a terminal's hang-up cannot be what ends it) and
-/// records the job's pid, says READY on stderr, then sleeps.
+/// SIGINT (and SIGHUP, so a terminal's hang-up cannot be what ends it),
+/// says READY on stderr, then sleeps. The job records its pid once it
+/// ignores the signals, and READY waits for that: a Ctrl-C typed on READY
+/// must not find the job still able to die of it.
 fn script_with_stubborn_job() -> String {
     format!(
         "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\n\
-         ( trap '' INT HUP; {} ) &\n\
-         echo $! > \"$LOOPX_PROJECT_ROOT/job.pid\"\n\
+         ( trap '' INT HUP; echo $BASHPID > \"$LOOPX_PROJECT_ROOT/job.pid\"; {} ) &\n\
+         until [ -s \"$LOOPX_PROJECT_ROOT/job.pid\" ]; do sleep 0.01; done\n\
          echo READY >&2\n\
          sleep 30\n",
         heartbeat("hb")

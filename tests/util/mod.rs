@@ -406,8 +406,9 @@ pub fn which(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Caches shared between test runs, for what tests fetch from the npm
-/// registry: ${XDG_CACHE_HOME:-~/.cache}/loopx-ci (where .ci/run puts Bun).
+/// Where scripts/test.sh installs the tools the tests need, and the caches
+/// shared between test runs for what tests fetch from the npm registry:
+/// `${XDG_CACHE_HOME:-$HOME/.cache}/loopx-ci`.
 pub fn ci_cache() -> PathBuf {
     let base = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
@@ -417,13 +418,13 @@ pub fn ci_cache() -> PathBuf {
     base.join("loopx-ci")
 }
 
-/// Bun: on PATH (CI puts it there), else where .ci/run installs it.
+/// Bun: on PATH (scripts/test.sh puts it there), else where scripts/test.sh
+/// installs it.
 pub fn bun() -> PathBuf {
     which("bun")
         .or_else(|| {
-            let home = std::env::var_os("HOME")?;
-            let p = Path::new(&home).join(".cache/loopx-ci/node_modules/.bin/bun");
+            let p = ci_cache().join("node_modules/.bin/bun");
             p.is_file().then_some(p)
         })
-        .expect("bun not found on PATH nor in ~/.cache/loopx-ci (.ci/run installs it)")
+        .expect("bun not found on PATH nor in the cache dir: scripts/test.sh installs it")
 }

@@ -152,6 +152,8 @@ pub fn size(path: &Path) -> u64 {
 /// terminal's foreground process group (`self`: the command run on the
 /// terminal).
 /// It prints `exit <code>` (negative for a signal) and then the transcript.
+/// When a step times out, it kills every process of the terminal's session
+/// (the command and whatever it started), so a failing test leaves nothing.
 const PTY_DRIVER: &str = r#"
 import os, pty, sys, time, select
 args = sys.argv[1:]
@@ -165,6 +167,16 @@ if pid == 0:
     os.execv(cmd[0], cmd)
 out = b''
 pos = 0
+def give_up(why):
+    print('exit ' + why)
+    sys.stdout.write(out.decode(errors='replace'))
+    for p in os.listdir('/proc'):
+        try:
+            if p.isdigit() and open('/proc/%s/stat' % p).read().rsplit(')', 1)[1].split()[3] == str(pid):
+                os.kill(int(p), 9)
+        except (OSError, IndexError):
+            pass
+    sys.exit(0)
 def pump(t):
     global out
     r, _, _ = select.select([master], [], [], t)
@@ -179,10 +191,7 @@ for kind, arg in steps:
     if kind == '--wait':
         while out.find(arg.encode(), pos) < 0:
             if time.time() > deadline:
-                print('exit timeout waiting for ' + arg)
-                sys.stdout.write(out.decode(errors='replace'))
-                os.kill(pid, 9)
-                sys.exit(0)
+                give_up('timeout waiting for ' + arg)
             pump(0.02)
         pos = out.find(arg.encode(), pos) + len(arg)
     elif kind == '--wait-fg':
@@ -190,16 +199,17 @@ for kind, arg in steps:
         # and its group is the terminal's foreground group.
         while True:
             if time.time() > deadline:
-                print('exit timeout waiting for the foreground')
-                sys.stdout.write(out.decode(errors='replace'))
-                os.kill(pid, 9)
-                sys.exit(0)
+                give_up('timeout waiting for the foreground')
             pump(0.02)
             try:
                 spid = str(pid) if arg == 'self' else open(arg).read().strip()
                 f = open('/proc/%s/stat' % spid).read().rsplit(')', 1)[1].split()
             except (OSError, IndexError):
                 continue
+            if f[0] in ('Z', 'X'):
+                # It ended without ever getting the terminal back: say so at
+                # once rather than wait out the deadline.
+                give_up('ended before it ran in the foreground')
             if f[0] not in ('T', 't') and f[2] == f[5]:
                 break
     elif kind == '--send':
@@ -209,9 +219,7 @@ while True:
     if p == pid:
         break
     if time.time() > deadline:
-        os.kill(pid, 9)
-        print('exit timeout')
-        sys.exit(0)
+        give_up('timeout')
     pump(0.02)
 try:
     while True:
