@@ -113,6 +113,9 @@ fi
 # or arguments lie under it was started by this run.
 run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/loopx-run.XXXXXX")
 run_tmp=$(cd "$run_tmp" && pwd -P)
+# Searchable by others, as /tmp is: a test runs the npm package as another
+# user (tests/npm_release.rs, a root-owned global prefix).
+chmod 755 "$run_tmp"
 export TMPDIR="$run_tmp"
 
 # Prints "pid: args" for every live process started under $run_tmp.

@@ -135,14 +135,14 @@ fn api_mode_reports_errors_with_the_cli_message_and_prints_nothing() {
         .run()
         .code(1)
         .stdout_is(
-            "{\"type\":\"error\",\"message\":\"workflow 'nope' not found in .loopx/ (workflows: w)\",\"exitCode\":1}\n",
+            "{\"type\":\"error\",\"message\":\"workflow 'nope' not found in .loopx/ (workflows: w)\",\"exitCode\":1,\"reason\":\"error\"}\n",
         )
         .stderr_is_empty();
     p.loopx(&["__api", "1", "--", "w"])
         .run()
         .code(1)
         .stdout_is(
-            "{\"type\":\"error\",\"message\":\"script w:index exited with code 3; stopping the loop\",\"exitCode\":1}\n",
+            "{\"type\":\"error\",\"message\":\"script w:index exited with code 3; stopping the loop\",\"exitCode\":1,\"reason\":\"script_failed\"}\n",
         )
         .stderr_is_empty();
 }

@@ -34,7 +34,7 @@ fn heartbeat(file: &str) -> String {
 /// must not find the job still able to die of it.
 fn script_with_stubborn_job() -> String {
     format!(
-        "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\n\
+        "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\n{RECORD_PGID}\
          ( trap '' INT HUP; echo $BASHPID > \"$LOOPX_PROJECT_ROOT/job.pid\"; {} ) &\n\
          until [ -s \"$LOOPX_PROJECT_ROOT/job.pid\" ]; do sleep 0.01; done\n\
          echo READY >&2\n\
@@ -42,6 +42,11 @@ fn script_with_stubborn_job() -> String {
         heartbeat("hb")
     )
 }
+
+/// Records the script's process group in `script.pgid`: at a terminal it is
+/// not the script's pid (the group is led by loopx's sentinel, terminal.rs).
+const RECORD_PGID: &str =
+    "read -r _ _ _ _ pgid _ < /proc/$$/stat; echo $pgid > \"$LOOPX_PROJECT_ROOT/script.pgid\"\n";
 
 /// An interactive bash (job control on) with the prompt `SHELL> `, for
 /// run_program_on_pty.
@@ -326,7 +331,10 @@ fn ctrl_c_at_the_terminal_ends_the_loop_with_130() {
     p.script(
         "w",
         "index.sh",
-        "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\necho READY >&2\nread -r line </dev/tty\necho \"$line\" >> \"$LOOPX_PROJECT_ROOT/log\"\n",
+        &format!(
+            "{RECORD_PGID}echo READY >&2\nread -r line </dev/tty\n\
+             echo \"$line\" >> \"$LOOPX_PROJECT_ROOT/log\"\n"
+        ),
     );
     let out = run_on_pty(
         &p,
@@ -339,7 +347,7 @@ fn ctrl_c_at_the_terminal_ends_the_loop_with_130() {
         "the read was interrupted, no line arrived"
     );
     assert!(!out.transcript.contains("error"), "{}", out.transcript);
-    assert_group_gone(read_pid(&p, "script.pid"));
+    assert_group_gone(read_pid(&p, "script.pgid"));
 }
 
 #[test]
@@ -362,7 +370,7 @@ fn ctrl_c_at_the_terminal_leaves_no_process_of_the_group() {
     );
     let job = read_pid(&p, "job.pid");
     assert!(!alive(job), "the background job survived loopx");
-    assert_group_gone(read_pid(&p, "script.pid"));
+    assert_group_gone(read_pid(&p, "script.pgid"));
     assert_heartbeat_stopped(&p, "hb");
 }
 
@@ -395,7 +403,7 @@ fn second_ctrl_c_at_the_terminal_kills_the_rest_of_the_group_at_once() {
         !alive(read_pid(&p, "job.pid")),
         "the background job survived"
     );
-    assert_group_gone(read_pid(&p, "script.pid"));
+    assert_group_gone(read_pid(&p, "script.pgid"));
 }
 
 #[test]

@@ -353,6 +353,7 @@ fn stuck_in_command_substitution() -> Project {
         "ralph",
         "index.sh",
         "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\n\
+         read -r _ _ _ _ pgid _ < /proc/$$/stat; echo $pgid > \"$LOOPX_PROJECT_ROOT/script.pgid\"\n\
          out=$(bash -c '( trap \"\" INT; echo $BASHPID > \"$LOOPX_PROJECT_ROOT/holder.pid\"; exec sleep 300 ) & exec sleep 300')\n\
          echo \"never: $out\" >&2\n",
     );
@@ -387,6 +388,7 @@ fn second_ctrl_c_at_a_terminal_ends_a_script_stuck_on_its_pipe() {
         "the pipe holder survived"
     );
     assert!(!alive(read_pid(&p, "script.pid")));
+    assert_group_gone(read_pid(&p, "script.pgid"));
 }
 
 #[test]
@@ -410,4 +412,5 @@ fn one_ctrl_c_at_a_terminal_ends_a_stuck_script_after_the_grace_period() {
     );
     let holder = read_pid(&p, "holder.pid");
     assert!(!alive(holder), "the pipe holder survived");
+    assert_group_gone(read_pid(&p, "script.pgid"));
 }
