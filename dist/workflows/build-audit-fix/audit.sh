@@ -1,0 +1,78 @@
+#!/bin/bash
+# build-audit-fix, step 3 of 5: the audit. The agent reviews the work with
+# the check results (this step's stdin) and ends with a verdict line:
+#
+#   VERDICT: APPROVED            -> report (the loop stops, exit 0)
+#   VERDICT: CHANGES REQUESTED   -> fix, with the audit and the check results
+#                                   on its stdin; in the last round
+#                                   (MAX_ROUNDS), report instead (exit 1)
+#
+# Anything but APPROVED on the last VERDICT line, or no verdict at all,
+# counts as changes requested.
+set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+
+checks=$(cat)
+load_state
+begin_step audit
+dir=$run_dir/round-$round
+mkdir -p "$dir" || fail_step 1 "cannot create $dir"
+
+prompt="You are the auditor in a build, audit and fix loop (round $round of at most
+$max_rounds). Review the work done in this directory for the task below: is
+it complete and correct, and do the checks pass? Do not change any file.
+
+Point out every problem a fixer must solve, most important first. End your
+answer with exactly one of these lines:
+VERDICT: APPROVED
+VERDICT: CHANGES REQUESTED
+
+# Task
+
+$(cat "$run_dir/task.md")
+
+# What changed
+
+$(changes_summary)
+
+# Checks
+
+$checks"
+
+run_agent "$dir/audit.md" "$prompt" || {
+  status=$?
+  fail_step "$status" "the agent exited $status"
+}
+
+# The last VERDICT line wins; markdown emphasis around it is ignored.
+verdict=$(sed 's/[*`_]//g' "$dir/audit.md" |
+  sed -n 's/^[[:space:]]*[Vv][Ee][Rr][Dd][Ii][Cc][Tt][[:space:]]*:[[:space:]]*//p' |
+  tail -n 1 | tr '[:lower:]' '[:upper:]' | sed 's/[[:space:]]*$//')
+case $verdict in
+  APPROVED*) verdict=approved ;;
+  '') verdict="no verdict (changes requested)" ;;
+  *) verdict="changes requested" ;;
+esac
+echo "$verdict" >"$dir/verdict"
+
+commit_step "audit (round $round)" || fail_step 1 "git commit failed"
+record_step audit "$round" "$step_start" "$verdict"
+
+if [ "$verdict" = approved ]; then
+  state_set outcome approved
+  output --result approved --goto report
+elif [ "$round" -ge "$max_rounds" ]; then
+  state_set outcome rejected
+  output --result rejected --goto report
+else
+  write_report "in progress (round $round: $verdict; fix next)"
+  feedback="# The auditor's review (round $round)
+
+$(cat "$dir/audit.md")
+
+# The checks
+
+$checks"
+  output --result "$feedback" --goto fix
+fi

@@ -1,0 +1,214 @@
+# shellcheck shell=bash
+# Sourced by every step of build-audit-fix (a file in lib/ is not a script
+# to loopx). It holds the configuration, the run's state, the agent runner,
+# the per-step commit and the report. Written for bash 3.2 and later.
+#
+# The run directory, runs/<LOOPX_RUN_ID>/ under the workflow's directory,
+# keeps the state of one `loopx run` across its steps (and their retries):
+#   state        key=value lines: work, base, branch, worktree, round, ...
+#   task.md      the task, copied once so every step sees the same one
+#   steps.tsv    one line per step attempt: step, round, start, took, outcome
+#   round-<n>/   lint.log, test.log (+ .status), audit.md, verdict
+#   *.log        what the agent printed in each build and fix step
+#   report.md    a copy of the report
+
+root=$LOOPX_PROJECT_ROOT
+agent_cmd=${AGENT_CMD:-claude -p}
+max_rounds=${MAX_ROUNDS:-3}
+task_file=${TASK_FILE:-TASK.md}
+case $task_file in /*) ;; *) task_file=$root/$task_file ;; esac
+report=${REPORT:-$root/build-audit-fix-report.md}
+case $report in /*) ;; *) report=$root/$report ;; esac
+run_dir=$PWD/runs/$LOOPX_RUN_ID
+state=$run_dir/state
+steps=$run_dir/steps.tsv
+# Check output handed to the agents is cut to its end: the agent's prompt is
+# one command-line argument (at most 128 KiB on Linux).
+tail_lines=${CHECK_TAIL_LINES:-80}
+
+say() { printf 'build-audit-fix: %s\n' "$*" >&2; }
+# $LOOPX_BIN is already the loopx running this loop (§3.4). LOOPX_DELEGATED=1
+# stops it from taking this workflow's package.json, which declares loopx,
+# for a project that pins its own copy (§3.2): it would warn on every call.
+output() { LOOPX_DELEGATED=1 "$LOOPX_BIN" output "$@"; }
+die() {
+  say "$*"
+  exit 1
+}
+
+case $max_rounds in
+  '' | *[!0-9]* | 0) die "MAX_ROUNDS must be a positive integer, not '$max_rounds'" ;;
+esac
+case $tail_lines in
+  '' | *[!0-9]*) die "CHECK_TAIL_LINES must be a number, not '$tail_lines'" ;;
+esac
+
+# ------------------------------------------------------------------ state
+
+state_get() {
+  [ -f "$state" ] || return 0
+  sed -n "s/^$1=//p" "$state" | tail -n 1
+}
+
+# Rewrites the state file by rename, so a step killed midway never leaves
+# it half-written.
+state_set() {
+  {
+    [ -f "$state" ] && grep -v "^$1=" "$state"
+    printf '%s=%s\n' "$1" "$2"
+  } >"$state.tmp" && mv "$state.tmp" "$state"
+}
+
+# Loads the state the first step wrote; every later step needs it.
+load_state() {
+  [ -f "$state" ] || die "no state in $run_dir: start the loop at build-audit-fix (its index step)"
+  work=$(state_get work)
+  round=$(state_get round)
+  [ -d "$work" ] || die "the working directory $work is gone"
+}
+
+now() { date +%s; }
+
+# "1h 2m 3s", "2m 0s", "7s"
+duration() {
+  local s=$1
+  if [ "$s" -ge 3600 ]; then
+    printf '%dh %dm %ds' $((s / 3600)) $((s % 3600 / 60)) $((s % 60))
+  elif [ "$s" -ge 60 ]; then
+    printf '%dm %ds' $((s / 60)) $((s % 60))
+  else
+    printf '%ds' "$s"
+  fi
+}
+
+# record_step <step> <round> <start> <outcome>: one line of steps.tsv.
+record_step() {
+  local took=$(($(now) - $3))
+  printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$(date -u +%H:%M:%S)" "$(duration "$took")" "$4" >>"$steps"
+}
+
+# ------------------------------------------------------------- the agent
+
+# run_agent <log> <prompt>: the agent in the working directory, its stdout
+# in <log> and on stderr (stdout is loopx's). Returns the agent's status.
+run_agent() {
+  (cd "$work" && bash -c "$agent_cmd \"\$@\"" agent "$2" </dev/null) | tee "$1" >&2
+  return "${PIPESTATUS[0]}"
+}
+
+# A step that loopx stops (--timeout, Ctrl-C, SIGTERM) gets SIGTERM with its
+# whole group; bash runs this once the agent is gone, so the report says
+# where the run stopped.
+on_term() {
+  record_step "$current_step" "${round:-1}" "$step_start" "stopped (timed out or interrupted)"
+  write_report "stopped: the $current_step step was stopped (timed out or interrupted)"
+  exit 143
+}
+
+# begin_step <step>: notes the step and its start time for record_step.
+begin_step() {
+  current_step=$1
+  step_start=$(now)
+  trap on_term TERM
+  say "round ${round:-1}: $1"
+}
+
+# fail_step <status> <what>: records a failed step and exits with <status>,
+# so that loopx retries it (--retry) or stops with exit 1.
+fail_step() {
+  record_step "$current_step" "${round:-1}" "$step_start" "failed: $2"
+  write_report "stopped: the $current_step step failed ($2)"
+  say "the $current_step step failed: $2"
+  exit "$1"
+}
+
+# ------------------------------------------------------------------- git
+
+# commit_step <message>: with WORKTREE=1, commits everything the step left
+# in the worktree on the run's branch (nothing to commit, no commit).
+commit_step() {
+  [ "$(state_get worktree)" = 1 ] || return 0
+  local who=()
+  # A machine without a git identity (a CI runner, a container) still
+  # gets its commits.
+  git -C "$work" config user.email >/dev/null 2>&1 || who=(-c user.email=loopx@localhost)
+  git -C "$work" config user.name >/dev/null 2>&1 || who+=(-c user.name=loopx)
+  git -C "$work" add -A >&2 || return 1
+  git -C "$work" diff --cached --quiet && return 0
+  git -C "$work" ${who[@]+"${who[@]}"} commit -q -m "build-audit-fix: $1" >&2
+}
+
+# What changed since the run started, for the auditor.
+changes_summary() {
+  local base
+  base=$(state_get base)
+  if [ -z "$base" ]; then
+    echo "(The project is not a git repository: inspect the files directly.)"
+    return
+  fi
+  echo "Changes since commit $base (inspect them with \`git diff $base\`):"
+  echo
+  git -C "$work" diff --stat "$base" 2>/dev/null | tail -n 50
+  git -C "$work" status --short 2>/dev/null | grep '^??' | head -n 50
+}
+
+# ---------------------------------------------------------------- report
+
+check_cell() {
+  local status_file=$run_dir/round-$1/$2.status
+  if [ ! -f "$status_file" ]; then
+    printf -- '-'
+    return
+  fi
+  case $(cat "$status_file") in
+    skipped) printf 'skipped' ;;
+    0) printf 'passed' ;;
+    *) printf 'failed (exit %s)' "$(cat "$status_file")" ;;
+  esac
+}
+
+# write_report <result>: the markdown report, from the state and the steps
+# so far; written to a temporary file and renamed into place.
+write_report() {
+  local result=$1 started r verdict last_audit=""
+  started=$(state_get started)
+  {
+    echo "# build-audit-fix report"
+    echo
+    echo "- Result: $result"
+    echo "- Task: ${task_file#"$root"/}"
+    echo "- Run: $LOOPX_RUN_ID, started $(state_get started_at), took $(duration $(($(now) - ${started:-$(now)})))"
+    echo "- Rounds: ${round:-1} of at most $max_rounds (MAX_ROUNDS)"
+    if [ "$(state_get worktree)" = 1 ]; then
+      echo "- Branch: \`$(state_get branch)\`, from commit $(state_get base) (\`git log $(state_get base)..$(state_get branch)\`)"
+      [ -e "$(state_get worktree_path)/.git" ] && echo "- Worktree: $(state_get worktree_path)"
+    else
+      echo "- Worked in $(state_get work)"
+    fi
+    echo
+    echo "## Steps"
+    echo
+    echo "| # | Step | Round | Ended (UTC) | Took | Outcome |"
+    echo "|---|---|---|---|---|---|"
+    [ -f "$steps" ] && awk -F'\t' '{ printf "| %d | %s | %s | %s | %s | %s |\n", NR, $1, $2, $3, $4, $5 }' "$steps"
+    echo
+    echo "## Rounds"
+    echo
+    echo "| Round | Lint | Tests | Verdict |"
+    echo "|---|---|---|---|"
+    r=1
+    while [ "$r" -le "${round:-1}" ]; do
+      verdict=-
+      [ -f "$run_dir/round-$r/verdict" ] && verdict=$(cat "$run_dir/round-$r/verdict")
+      [ -f "$run_dir/round-$r/audit.md" ] && last_audit=$run_dir/round-$r/audit.md
+      echo "| $r | $(check_cell "$r" lint) | $(check_cell "$r" test) | $verdict |"
+      r=$((r + 1))
+    done
+    if [ -n "$last_audit" ]; then
+      echo
+      echo "## Last audit"
+      echo
+      cat "$last_audit"
+    fi
+  } >"$report.tmp.$$" && mv "$report.tmp.$$" "$report" && cp "$report" "$run_dir/report.md"
+}
