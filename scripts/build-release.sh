@@ -4,6 +4,7 @@
 #   <out>/download/v<version>/loopx-<target>.tar.gz   loopx, README.md, LICENSE
 #   <out>/download/v<version>/install.sh
 #   <out>/download/v<version>/loopx-<version>.tgz     the npm package
+#   <out>/download/v<version>/workflows.tar.gz         dist/workflows
 #   <out>/download/v<version>/SHA256SUMS              one line per file above
 #   <out>/latest/download/...                         an identical copy
 #   <out>/install.sh
@@ -12,8 +13,9 @@
 # complete mirror for install.sh and the npm package (LOOPX_DOWNLOAD_URL).
 # The npm package is dist/npm with the archives' SHA256SUMS inside (the only
 # archives it will accept) and the LICENSE; the release workflow publishes
-# that very file. Archives and package are reproducible: same commit, same
-# bytes.
+# that very file. workflows.tar.gz holds the ready-made workflows under one
+# workflows/ directory, for `loopx install <url>/workflows.tar.gz -w <name>`.
+# Archives and package are reproducible: same commit, same bytes.
 set -euo pipefail
 
 ALL_TARGETS=(
@@ -29,8 +31,9 @@ usage() {
   cat <<EOF
 Usage: scripts/build-release.sh [options]
 
-Builds static loopx release archives, the npm package, SHA256SUMS and
-install.sh into a tree laid out like a GitHub release (default: dist/release/).
+Builds static loopx release archives, the npm package, workflows.tar.gz
+(dist/workflows), SHA256SUMS and install.sh into a tree laid out like a
+GitHub release (default: dist/release/).
 Cargo.toml, dist/npm/package.json and the binaries must all carry the same
 version, or the build fails. Needs cargo, GNU tar, node and npm.
 
@@ -45,8 +48,9 @@ Options:
   --out <dir>        write the tree here instead of dist/release
   --print-version    print the version the release gets (from Cargo.toml)
                      and exit
-  --assemble         build no binary: write the npm package, SHA256SUMS,
-                     install.sh and the latest/ mirror for the archives
+  --assemble         build no binary: write the npm package,
+                     workflows.tar.gz, SHA256SUMS, install.sh and the
+                     latest/ mirror for the archives
                      already in <out>/download/v<version>/ (the release
                      workflow gathers archives built on several machines
                      this way)
@@ -374,19 +378,41 @@ pack_npm() {
   rm -rf "$stage"
 }
 
-# The npm package, SHA256SUMS, the latest/ mirror and the install.sh copies,
-# from whatever archives $vdir holds.
+# Packs dist/workflows into $vdir/workflows.tar.gz, under one workflows/
+# directory (loopx install unwraps a single top-level directory): each
+# workflow's directory, and AUTHORING.md beside them, which install skips.
+# Modes come from the file type rather than the checkout's umask, entries
+# are sorted, and run state a local run may have left is not packed.
+pack_workflows() {
+  local stage archive=$vdir/workflows.tar.gz
+  [[ -d $root/dist/workflows ]] || die "missing $root/dist/workflows"
+  stage=$(mktemp -d "${TMPDIR:-/tmp}/loopx-workflows.XXXXXX")
+  cp -R "$root/dist/workflows" "$stage/workflows"
+  rm -rf "$stage"/workflows/*/runs "$stage"/workflows/*/state
+  find "$stage/workflows" -type d -exec chmod 0755 {} +
+  find "$stage/workflows" -type f -exec chmod 0644 {} +
+  find "$stage/workflows" -type f -name '*.sh' -exec chmod 0755 {} +
+  "$gnu_tar" --create --format=ustar --owner=0 --group=0 --numeric-owner \
+    --mtime="@$epoch" --sort=name -C "$stage" workflows |
+    gzip -n -9 >"$archive.tmp"
+  mv "$archive.tmp" "$archive"
+  rm -rf "$stage"
+}
+
+# The npm package, workflows.tar.gz, SHA256SUMS, the latest/ mirror and the
+# install.sh copies, from whatever archives $vdir holds.
 finish_tree() {
   local files=() f
   cp "$root/install.sh" "$vdir/install.sh"
   chmod 0644 "$vdir/install.sh"
   rm -f "$vdir"/loopx-*.tgz
+  pack_workflows
   # Two passes: the package carries the checksums of install.sh and the
   # archives, then the tree's SHA256SUMS adds the package's own line.
   (
     cd "$vdir"
     export LC_ALL=C
-    for f in install.sh loopx-*.tar.gz; do
+    for f in install.sh loopx-*.tar.gz workflows.tar.gz; do
       [[ -f $f ]] && files+=("$f")
     done
     sha256 "${files[@]}" >SHA256SUMS.tmp
@@ -412,6 +438,9 @@ if ((assemble)); then
     t=${archive##*/loopx-}
     check_archive_version "${t%.tar.gz}"
   done
+  # For workflows.tar.gz.
+  find_gnu_tar
+  find_epoch
   finish_tree
   note "assembled $vdir"
   (cd "$vdir" && cat SHA256SUMS)
@@ -456,6 +485,7 @@ printf 'loopx %s release tree in %s\n' "$version" "$out"
 printf '  %s\n' "${report[@]}"
 printf '  (stripped binaries; x86_64-unknown-linux-musl budget %d bytes)\n' "$SIZE_LIMIT"
 printf '  %-28s %8d bytes\n' "npm package loopx-$version.tgz" "$(wc -c <"$vdir/loopx-$version.tgz" | tr -d ' ')"
+printf '  %-28s %8d bytes\n' "workflows.tar.gz" "$(wc -c <"$vdir/workflows.tar.gz" | tr -d ' ')"
 if ((${#skipped[@]})); then
   note "skipped targets:"
   for s in "${skipped[@]}"; do note "  $s"; done

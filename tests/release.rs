@@ -562,14 +562,23 @@ fn sha256sums_cover_every_asset_and_latest_mirrors_the_version() {
         assert_eq!(sum, sha256_hex(&vdir.join(name)), "checksum of {name}");
         listed.push(name.to_string());
     }
-    assert_eq!(listed, ["install.sh".to_string(), asset(), npm_tgz()]);
+    assert_eq!(
+        listed,
+        [
+            "install.sh".to_string(),
+            asset(),
+            "workflows.tar.gz".into(),
+            npm_tgz()
+        ]
+    );
     assert_eq!(
         dir_names(&vdir),
         [
             "SHA256SUMS".to_string(),
             "install.sh".into(),
             npm_tgz(),
-            asset()
+            asset(),
+            "workflows.tar.gz".into()
         ]
     );
 
@@ -603,6 +612,11 @@ fn two_builds_of_one_commit_are_byte_identical() {
     assert!(
         read(&first.npm_tgz()) == read(&second.npm_tgz()),
         "npm packages differ between two builds"
+    );
+    assert!(
+        read(&first.vdir().join("workflows.tar.gz"))
+            == read(&second.vdir().join("workflows.tar.gz")),
+        "workflows.tar.gz differs between two builds"
     );
     assert_eq!(
         read(&first.vdir().join("SHA256SUMS")),
