@@ -180,14 +180,17 @@ def main():
 
     def b2():
         # B2: -n 200 of a bash script printing nothing vs a bash loop; then
-        # the same with the unattended-run options switched on (they must
-        # cost nothing per iteration).
+        # the same with the unattended-run options, and with the run log,
+        # switched on (they must cost next to nothing per iteration). The
+        # status file is always on, so every variant includes it.
         b2 = project("b2", {".loopx/b2/index.sh": ":\n"})
         floor = Cmd("F", [bash, "-c", f'for i in $(seq {n2}); do o=$(bash index.sh); done'],
                     os.path.join(b2, ".loopx/b2"), env_base)
+        log = os.path.join(b2, "run.jsonl")
         for extra, label in [
             ([], ""),
             (["--timeout", "1h", "--retry", "3"], " `--timeout 1h --retry 3`"),
+            (["--log", log], " `--log` (a file on disk)"),
         ]:
             s = measure(
                 Cmd("A", [loopx, "run", "-n", str(n2), *extra, "b2"], b2, env_base),
