@@ -179,17 +179,27 @@ def main():
             st["a_med"] <= 0.002 and st["ratio"] <= 2.0, "/bin/true")
 
     def b2():
-        # B2: -n 200 of a bash script printing nothing vs a bash loop.
+        # B2: -n 200 of a bash script printing nothing vs a bash loop; then
+        # the same with the unattended-run options, and with the run log,
+        # switched on (they must cost next to nothing per iteration). The
+        # status file is always on, so every variant includes it.
         b2 = project("b2", {".loopx/b2/index.sh": ":\n"})
-        s = measure(
-            Cmd("A", [loopx, "run", "-n", str(n2), "b2"], b2, env_base),
-            [Cmd("F", [bash, "-c", f'for i in $(seq {n2}); do o=$(bash index.sh); done'],
-                 os.path.join(b2, ".loopx/b2"), env_base)],
-            rounds=3 if q else 10,
-        )
-        st = pair_stats(s, "A", "F", per=n2)
-        row(f"B2 bash loop, `-n {n2}`", st, "ms/iter", "≤ 1.10× floor", st["ratio"] <= 1.10,
-            "bash loop")
+        floor = Cmd("F", [bash, "-c", f'for i in $(seq {n2}); do o=$(bash index.sh); done'],
+                    os.path.join(b2, ".loopx/b2"), env_base)
+        log = os.path.join(b2, "run.jsonl")
+        for extra, label in [
+            ([], ""),
+            (["--timeout", "1h", "--retry", "3"], " `--timeout 1h --retry 3`"),
+            (["--log", log], " `--log` (a file on disk)"),
+        ]:
+            s = measure(
+                Cmd("A", [loopx, "run", "-n", str(n2), *extra, "b2"], b2, env_base),
+                [floor],
+                rounds=3 if q else 10,
+            )
+            st = pair_stats(s, "A", "F", per=n2)
+            row(f"B2 bash loop, `-n {n2}`{label}", st, "ms/iter", "≤ 1.10× floor",
+                st["ratio"] <= 1.10, "bash loop")
 
     def b3():
         # B3: ping-pong through `$LOOPX_BIN output` vs the same loop with /bin/echo.

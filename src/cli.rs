@@ -33,6 +33,10 @@ pub enum Command {
     Run(RunOptions),
     InstallHelp,
     Install(InstallArgs),
+    /// `loopx status [--json]`: the runs alive now.
+    Status {
+        json: bool,
+    },
     /// The internal machine mode of the JS API (api.rs); never in help.
     Api {
         protocol: String,
@@ -70,6 +74,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Command, Error> {
         "output" => parse_output(rest),
         "env" => parse_env(rest),
         "install" => parse_install(rest),
+        "status" => parse_status(rest),
         crate::api::MODE => parse_api(rest),
         "-n" | "-e" => Err(Error::usage(
             format!("'{first}' is an option of 'loopx run', not of loopx itself: loopx run {first} <value> <workflow>"),
@@ -91,7 +96,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Command, Error> {
         )),
         other => Err(Error::usage(
             format!(
-                "unknown command '{other}' (commands: run, version, output, env, install); \
+                "unknown command '{other}' (commands: run, version, output, env, install, status); \
                  to run a workflow named '{other}': loopx run {other}"
             ),
             TOP_HELP,
@@ -182,6 +187,20 @@ fn parse_output(rest: Vec<OsString>) -> Result<Command, Error> {
         ));
     }
     Ok(Command::Output(out))
+}
+
+/// `loopx status [--json]`. Beyond the spec, so it takes nothing else (a
+/// workflow named `status` runs with `loopx run status`, §4.1).
+fn parse_status(rest: Vec<OsString>) -> Result<Command, Error> {
+    let args: Vec<String> = rest.into_iter().map(lossy).collect();
+    match args.as_slice() {
+        [] => Ok(Command::Status { json: false }),
+        [flag] if flag == "--json" => Ok(Command::Status { json: true }),
+        [other, ..] => Err(Error::usage(
+            format!("'loopx status' takes only --json, got '{other}'"),
+            TOP_HELP,
+        )),
+    }
 }
 
 /// `loopx env set|remove|list`. Plain positionals, so values may start
@@ -346,6 +365,19 @@ mod tests {
             );
         }
         assert!(usage_message(&["help"]).contains("run: loopx -h"));
+        assert_eq!(
+            parse_strs(&["status"]).unwrap(),
+            Command::Status { json: false }
+        );
+        assert_eq!(
+            parse_strs(&["status", "--json"]).unwrap(),
+            Command::Status { json: true }
+        );
+        assert!(usage_message(&["status", "-x"]).contains("only --json"));
+        assert_eq!(
+            parse_strs(&["run", "status"]).unwrap(),
+            run("status", None, None)
+        );
     }
 
     #[test]

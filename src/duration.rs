@@ -77,6 +77,20 @@ pub fn format(d: Duration) -> String {
     out
 }
 
+/// `850ms`, `12.4s`, `3m05s`, `1h02m`: an elapsed time, for `--verbose`.
+pub fn format_elapsed(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1_000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{}.{}s", ms / 1_000, (ms % 1_000) / 100)
+    } else if ms < 3_600_000 {
+        format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1_000)
+    } else {
+        format!("{}h{:02}m", ms / 3_600_000, (ms % 3_600_000) / 60_000)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,5 +146,13 @@ mod tests {
             assert_eq!(format(d), text);
             assert_eq!(parse(text), Ok(d));
         }
+    }
+
+    #[test]
+    fn elapsed_times_read_at_a_glance() {
+        assert_eq!(format_elapsed(ms(850)), "850ms");
+        assert_eq!(format_elapsed(ms(12_440)), "12.4s");
+        assert_eq!(format_elapsed(ms(185_000)), "3m05s");
+        assert_eq!(format_elapsed(ms(3_725_000)), "1h02m");
     }
 }

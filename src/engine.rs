@@ -16,6 +16,7 @@ use crate::error::Error;
 use crate::messages;
 use crate::output::{self, Output};
 use crate::process::{self, Launch, Status};
+use crate::report::{Done, Reporter, ScriptRun};
 use crate::runtime;
 use crate::script_env::ScriptEnv;
 use crate::signals::Signals;
@@ -42,6 +43,10 @@ pub struct RunOptions {
     pub retry: u64,
     /// `--retry-delay`: the wait before the first retry, doubled after.
     pub retry_delay: Duration,
+    /// `--log`: the JSONL run record (report.rs); `LOOPX_LOG` otherwise.
+    pub log: Option<PathBuf>,
+    /// `--verbose`: one line per script run on stderr.
+    pub verbose: bool,
 }
 
 /// `--retry-delay`'s default.
@@ -60,6 +65,8 @@ impl Default for RunOptions {
             max_time: None,
             retry: 0,
             retry_delay: RETRY_DELAY,
+            log: None,
+            verbose: false,
         }
     }
 }
@@ -274,6 +281,7 @@ fn run_id() -> String {
 /// Everything fixed for one run, and the state the loop carries.
 struct Loop<'o> {
     opts: &'o RunOptions,
+    report: &'o mut Reporter,
     sup: Supervisor,
     runtimes: runtime::Runtimes,
     env: ScriptEnv,
@@ -292,8 +300,8 @@ struct Failure {
 
 /// What a script run comes to.
 enum Verdict {
-    /// Exit code 0: its stdout.
-    Success(Vec<u8>),
+    /// Exit code 0.
+    Success,
     Failed(Failure),
 }
 
@@ -308,7 +316,7 @@ fn failed(error: Error, retryable: bool, how: String) -> Verdict {
 /// §7.2 and the retry rule: what a script's ending means. A failure may be
 /// retried when the script failed by itself or timed out, never when loopx
 /// ended it for another reason.
-fn judge(finished: Finished, label: &str, script: &Path, timeout: Option<Duration>) -> Verdict {
+fn judge(finished: &Finished, label: &str, script: &Path, timeout: Option<Duration>) -> Verdict {
     let label = label.to_string();
     match (finished.ending, finished.status) {
         (Ending::Interrupted(signal), _) => {
@@ -334,7 +342,7 @@ fn judge(finished: Finished, label: &str, script: &Path, timeout: Option<Duratio
                 how,
             )
         }
-        (Ending::Natural, Status::Code(0)) => Verdict::Success(finished.stdout),
+        (Ending::Natural, Status::Code(0)) => Verdict::Success,
         // §5.1: a script file removed mid-loop fails as a launch error.
         (Ending::Natural, Status::Code(_)) if !script.exists() => {
             let err = std::io::Error::new(
@@ -396,16 +404,36 @@ impl Loop<'_> {
         &mut self,
         current: &Resolved,
         stdin: Option<&str>,
-    ) -> Result<Vec<u8>, Error> {
+    ) -> Result<Output, Error> {
         let label = current.label();
         let iteration = self.iterations.to_string();
         let mut attempt: u64 = 1;
         loop {
-            let finished = self.run_once(current, &label, stdin, &iteration, attempt)?;
-            let failure = match judge(finished, &label, &current.script.path, self.opts.timeout) {
-                Verdict::Success(stdout) => return Ok(stdout),
+            let run = ScriptRun {
+                iteration: self.iterations,
+                attempt,
+                label: &label,
+            };
+            self.report.script_start(&run);
+            let mut finished = self.run_once(current, &label, stdin, &iteration, attempt)?;
+            let verdict = judge(&finished, &label, &current.script.path, self.opts.timeout);
+            if let (Ending::TimedOut, Some(after)) = (finished.ending, self.opts.timeout) {
+                self.report.timeout(&run, after);
+            }
+            let failure = match verdict {
+                Verdict::Success => {
+                    let stdout = std::mem::take(&mut finished.stdout);
+                    self.report.inspect_stdout(&run, &stdout);
+                    let stdout_bytes = stdout.len();
+                    let (out, structured) = output::parse_structured(stdout);
+                    self.report
+                        .script_end(&run, &finished, stdout_bytes, Some((&out, structured)));
+                    return Ok(out);
+                }
                 Verdict::Failed(failure) => failure,
             };
+            self.report
+                .script_end(&run, &finished, finished.stdout.len(), None);
             if !failure.retryable || attempt > self.opts.retry {
                 return Err(failure.error);
             }
@@ -423,6 +451,7 @@ impl Loop<'_> {
                 self.opts.retry,
                 duration::format(delay)
             ));
+            self.report.retry(&run, &failure.how, delay);
             self.sup.sleep(delay)?;
             attempt += 1;
         }
@@ -488,15 +517,36 @@ impl Loop<'_> {
 
 /// `loopx run <target>` (and the API's machine mode through `observer`).
 pub fn run(opts: &RunOptions, observer: &mut dyn Observer) -> Result<(), Error> {
-    let signals = Signals::install().map_err(|e| Error::io("cannot install signal handlers", e))?;
-    process::become_subreaper();
+    let run_id = run_id();
     let project_root = std::env::current_dir()
         .map_err(|e| Error::io("cannot determine the current directory", e))?;
-    let (d, vars) = prepare(&project_root, opts)?;
+    // `--log` wins over LOOPX_LOG; a relative path is the project root's.
+    let log = opts.log.clone().or_else(|| {
+        std::env::var_os("LOOPX_LOG")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    });
+    let mut report = Reporter::new(log.as_deref(), opts.verbose, &run_id)?;
+    report.run_start(opts, &project_root);
+    let result = run_loop(opts, observer, &mut report, &project_root, &run_id);
+    report.run_end(&result);
+    result.map(|_| ())
+}
+
+fn run_loop(
+    opts: &RunOptions,
+    observer: &mut dyn Observer,
+    report: &mut Reporter,
+    project_root: &Path,
+    run_id: &str,
+) -> Result<Done, Error> {
+    let signals = Signals::install().map_err(|e| Error::io("cannot install signal handlers", e))?;
+    process::become_subreaper();
+    let (d, vars) = prepare(project_root, opts)?;
     let start = resolve_start(&d, &opts.target)?;
     if opts.max_iterations == Some(0) {
         // §7.1 step 4: validated, nothing runs, no version check.
-        return Ok(());
+        return Ok(Done::MaxIterations);
     }
     // §7.1 step 5: the starting workflow, before the first iteration.
     let mut entered = EnteredWorkflows::default();
@@ -508,20 +558,25 @@ pub fn run(opts: &RunOptions, observer: &mut dyn Observer) -> Result<(), Error> 
         ("LOOPX_BIN".into(), own_binary()?.into_os_string()),
         (
             "LOOPX_PROJECT_ROOT".into(),
-            project_root.clone().into_os_string(),
+            project_root.as_os_str().to_owned(),
         ),
-        ("LOOPX_RUN_ID".into(), run_id().into()),
+        ("LOOPX_RUN_ID".into(), run_id.into()),
     ];
     let terminal = observer.shares_terminal().then(Terminal::detect).flatten();
+    report.loop_start(project_root, &opts.target, run_id);
     let mut lp = Loop {
         opts,
         sup: Supervisor::new(signals, observer.channel(), terminal),
         // §6.3: the JS/TS runtime is decided when the first such script
         // runs, then kept for the whole run.
-        runtimes: runtime::Runtimes::new(runtime::Settings::from_env(&vars), project_root.clone()),
+        runtimes: runtime::Runtimes::new(
+            runtime::Settings::from_env(&vars),
+            project_root.to_path_buf(),
+        ),
         env: ScriptEnv::new(std::env::vars_os(), &[&vars, &own]),
         budget_end: opts.max_time.and_then(supervisor::deadline),
         iterations: 0,
+        report,
     };
     let mut current = start;
     let mut stdin: Option<String> = None;
@@ -529,16 +584,23 @@ pub fn run(opts: &RunOptions, observer: &mut dyn Observer) -> Result<(), Error> 
         // §7.3: between iterations, an interrupt exits at once.
         lp.sup.between_scripts()?;
         if lp.budget_spent() {
-            return Ok(());
+            return Ok(Done::MaxTime);
         }
         lp.iterations += 1;
-        let stdout = lp.run_with_retries(&current, stdin.as_deref())?;
-        let out = output::parse(stdout);
+        let out = lp.run_with_retries(&current, stdin.as_deref())?;
         // §2.3: stop beats goto; §7.1 step 10: the -n limit ends the loop
         // after the final output, which is still observed.
-        let last = out.stop || opts.max_iterations.is_some_and(|max| lp.iterations >= max);
-        if !observer.output(&out, last, &mut lp.sup)? || last {
-            return Ok(());
+        let limit = opts.max_iterations.is_some_and(|max| lp.iterations >= max);
+        let last = out.stop || limit;
+        if !observer.output(&out, last, &mut lp.sup)? {
+            return Ok(Done::Consumer);
+        }
+        if last {
+            return Ok(if out.stop {
+                Done::Stop
+            } else {
+                Done::MaxIterations
+            });
         }
         let previous = current.workflow;
         (current, stdin) = next(&d, start, &current, out)?;

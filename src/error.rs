@@ -237,6 +237,7 @@ impl Error {
                 "invalid_goto"
             }
             Error::Interrupted { .. } => "signal",
+            Error::ConsumerGone => "consumer",
             _ => "error",
         }
     }

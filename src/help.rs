@@ -22,6 +22,7 @@ Commands:
   env remove <name>                     Remove a global environment variable
   env list                              List global environment variables
   install [options] <source>            Install workflows into .loopx/
+  status [--json]                       List the loopx runs alive now
 
 Workflows live in .loopx/<workflow>/ as .sh, .js, .jsx, .ts or .tsx scripts;
 `loopx run <workflow>` starts its index script. A script's stdout is its

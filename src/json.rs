@@ -650,6 +650,75 @@ pub fn write_json_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// One JSON object written field by field, in the order given (the run log
+/// and `loopx status --json`).
+#[derive(Clone)]
+pub struct Object {
+    out: String,
+}
+
+impl Default for Object {
+    fn default() -> Object {
+        Object {
+            out: String::from("{"),
+        }
+    }
+}
+
+impl Object {
+    fn key(&mut self, k: &str) {
+        if self.out.len() > 1 {
+            self.out.push(',');
+        }
+        write_json_string(&mut self.out, k);
+        self.out.push(':');
+    }
+
+    pub fn str(mut self, k: &str, v: &str) -> Object {
+        self.key(k);
+        write_json_string(&mut self.out, v);
+        self
+    }
+
+    pub fn opt_str(self, k: &str, v: Option<&str>) -> Object {
+        match v {
+            Some(v) => self.str(k, v),
+            None => self.raw(k, "null"),
+        }
+    }
+
+    pub fn num(self, k: &str, v: u64) -> Object {
+        self.raw(k, &v.to_string())
+    }
+
+    pub fn opt_num(self, k: &str, v: Option<u64>) -> Object {
+        match v {
+            Some(v) => self.num(k, v),
+            None => self.raw(k, "null"),
+        }
+    }
+
+    pub fn int(self, k: &str, v: i64) -> Object {
+        self.raw(k, &v.to_string())
+    }
+
+    pub fn bool(self, k: &str, v: bool) -> Object {
+        self.raw(k, if v { "true" } else { "false" })
+    }
+
+    /// A value that is JSON already.
+    pub fn raw(mut self, k: &str, json: &str) -> Object {
+        self.key(k);
+        self.out.push_str(json);
+        self
+    }
+
+    pub fn finish(mut self) -> String {
+        self.out.push('}');
+        self.out
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -1153,5 +1222,22 @@ pub(crate) mod tests {
         for (v, w) in values.iter().zip(want) {
             assert_eq!(&Value::String(number_to_js_string(*v)), w, "{v:e}");
         }
+    }
+
+    #[test]
+    fn objects_are_written_field_by_field() {
+        let json = Object::default()
+            .str("a", "x\"y")
+            .num("n", 3)
+            .opt_str("none", None)
+            .bool("b", true)
+            .int("i", -2)
+            .raw("o", Object::default().finish().as_str())
+            .finish();
+        assert_eq!(
+            json,
+            r#"{"a":"x\"y","n":3,"none":null,"b":true,"i":-2,"o":{}}"#
+        );
+        assert!(parse(&json).is_some());
     }
 }

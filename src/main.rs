@@ -3,6 +3,7 @@
 
 mod api;
 mod cli;
+mod clock;
 mod delegate;
 mod discovery;
 mod duration;
@@ -20,11 +21,14 @@ mod names;
 mod output;
 mod package_json;
 mod process;
+mod report;
 mod run_flags;
+mod run_log;
 mod runtime;
 mod script_env;
 mod semver_range;
 mod signals;
+mod status;
 mod supervisor;
 mod target;
 mod terminal;
@@ -70,5 +74,6 @@ fn dispatch() -> Result<(), Error> {
         Command::Api { protocol, args } => api::run(&protocol, &args),
         Command::InstallHelp => print_stdout(help::INSTALL),
         Command::Install(args) => install::install(&args),
+        Command::Status { json } => status::list(json),
     }
 }

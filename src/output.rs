@@ -27,7 +27,14 @@ const DEFER_LEN: usize = 64 * 1024;
 /// Takes the buffer by value: plain-text output (up to hundreds of MiB) is
 /// returned as the result without a copy when it is valid UTF-8, and without
 /// a JSON parse unless it starts with `{`.
+#[cfg(test)]
 pub fn parse(stdout: Vec<u8>) -> Output {
+    parse_structured(stdout).0
+}
+
+/// `parse`, also telling whether the output was structured (a JSON object
+/// with a known field) or taken as plain text.
+pub fn parse_structured(stdout: Vec<u8>) -> (Output, bool) {
     // Only an object can be structured, and JSON.parse allows nothing but
     // JSON whitespace before it; checking the first other byte avoids a
     // parse attempt on ordinary text.
@@ -37,10 +44,10 @@ pub fn parse(stdout: Vec<u8>) -> Output {
         .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
     let text = decode_utf8(stdout);
     if first != Some(b'{') {
-        return raw(text);
+        return (raw(text), false);
     }
     let Some((mut value, deferred)) = json::parse_deferring(&text, DEFER_LEN) else {
-        return raw(text);
+        return (raw(text), false);
     };
     if ["result", "goto", "stop"]
         .iter()
@@ -48,7 +55,7 @@ pub fn parse(stdout: Vec<u8>) -> Output {
     {
         // A valid object, but with none of the known keys (§2.3).
         drop(value);
-        return raw(text);
+        return (raw(text), false);
     }
     // Where a key's (last, as JSON.parse keeps it) string value was left in
     // the text.
@@ -87,7 +94,7 @@ pub fn parse(stdout: Vec<u8>) -> Output {
             })
         }
     };
-    Output { result, goto, stop }
+    (Output { result, goto, stop }, true)
 }
 
 fn raw(text: String) -> Output {
@@ -131,6 +138,75 @@ pub fn to_json(out: &Output) -> String {
     }
     json.push('}');
     json
+}
+
+/// The fields §2.3 knows.
+const FIELDS: [&str; 3] = ["result", "goto", "stop"];
+
+/// What a JSON value is, in words, for notes.
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Outputs that are probably mistakes, which §2.3 otherwise makes silent
+/// (`--verbose` points them out; the loop still behaves as §2.3 says):
+/// stdout that looks like JSON but is not, an object whose fields miss the
+/// known ones narrowly, `stop` that is not exactly `true`, `goto` that is not
+/// a string.
+pub fn suspicions(stdout: &[u8]) -> Vec<String> {
+    let first = stdout
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
+    if first.map(|i| stdout[i]) != Some(b'{') {
+        return Vec::new();
+    }
+    let text = String::from_utf8_lossy(stdout);
+    let Some(value) = json::parse(&text) else {
+        return vec![
+            "stdout starts with '{' but is not valid JSON, so all of it is the result".into(),
+        ];
+    };
+    let Value::Object(members) = &value else {
+        return Vec::new();
+    };
+    let mut notes = Vec::new();
+    if FIELDS.iter().all(|f| value.get(f).is_none()) {
+        for (key, inner) in members {
+            if let Some(field) = FIELDS.iter().find(|f| f.eq_ignore_ascii_case(key)) {
+                notes.push(format!(
+                    "'{key}' is not a field of the output (did you mean '{field}'?), so all of stdout is the result"
+                ));
+            } else if let Some(field) = FIELDS.iter().find(|f| inner.get(f).is_some()) {
+                notes.push(format!(
+                    "'{field}' is nested inside '{key}', not at the top level, so all of stdout is the result"
+                ));
+            }
+        }
+        return notes;
+    }
+    match value.get("stop") {
+        None | Some(Value::Bool(true)) => {}
+        Some(other) => notes.push(format!(
+            "stop is {} ({}), not true, so the loop does not stop",
+            json::to_js_string(other),
+            kind(other)
+        )),
+    }
+    match value.get("goto") {
+        None | Some(Value::String(_)) => {}
+        Some(other) => notes.push(format!(
+            "goto is {}, not a string, so it is ignored",
+            kind(other)
+        )),
+    }
+    notes
 }
 
 #[cfg(test)]
@@ -919,5 +995,20 @@ process.stdout.write(JSON.stringify(out));
         // The corpus must actually exercise both paths.
         assert!(structured > 300, "only {structured} structured cases");
         assert!((3..100).contains(&throws), "{throws} throwing cases");
+    }
+
+    #[test]
+    fn suspicious_outputs_are_pointed_out() {
+        let notes = |s: &str| suspicions(s.as_bytes());
+        assert!(notes("plain text").is_empty());
+        assert!(notes(r#"{"result":"x","goto":"next"}"#).is_empty());
+        assert!(notes(r#"{"other":1}"#).is_empty());
+        assert!(notes("{oops")[0].contains("not valid JSON"));
+        assert!(notes(r#"{"Goto":"next"}"#)[0].contains("did you mean 'goto'"));
+        assert!(notes(r#"{"data":{"result":"x"}}"#)[0].contains("'result' is nested inside 'data'"));
+        assert!(notes(r#"{"stop":"true"}"#)[0].contains("stop is true (a string)"));
+        assert!(notes(r#"{"stop":1}"#)[0].contains("a number"));
+        assert!(notes(r#"{"stop":false}"#)[0].contains("a boolean"));
+        assert!(notes(r#"{"goto":["a"]}"#)[0].contains("goto is an array"));
     }
 }

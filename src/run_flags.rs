@@ -14,7 +14,7 @@ use crate::engine::RunOptions;
 pub struct Flag {
     pub short: Option<char>,
     pub long: Option<&'static str>,
-    /// The value's placeholder in help; every run option takes a value.
+    /// The value's placeholder in help; empty for a switch (`-v`).
     pub value: &'static str,
     /// Help text, one line per element.
     pub help: &'static [&'static str],
@@ -30,6 +30,19 @@ impl Flag {
             (Some(c), _) => format!("-{c}"),
             (None, Some(l)) => format!("--{l}"),
             (None, None) => String::new(),
+        }
+    }
+
+    /// `-v, --verbose`, `--timeout <duration>`: how help shows the option.
+    fn usage(&self) -> String {
+        let names = match (self.short, self.long) {
+            (Some(c), Some(l)) => format!("-{c}, --{l}"),
+            _ => self.name(),
+        };
+        if self.value.is_empty() {
+            names
+        } else {
+            format!("{names} {}", self.value)
         }
     }
 
@@ -125,6 +138,32 @@ pub const FLAGS: &[Flag] = &[
             Ok(())
         },
     },
+    Flag {
+        short: None,
+        long: Some("log"),
+        value: "<path>",
+        help: &[
+            "Append a JSON line per event of the run to this",
+            "file (also LOOPX_LOG; this option wins)",
+        ],
+        apply: |o, v| {
+            o.log = Some(PathBuf::from(v));
+            Ok(())
+        },
+    },
+    Flag {
+        short: Some('v'),
+        long: Some("verbose"),
+        value: "",
+        help: &[
+            "One line per script run on stderr, and notes on",
+            "outputs that are probably mistakes",
+        ],
+        apply: |o, _| {
+            o.verbose = true;
+            Ok(())
+        },
+    },
 ];
 
 /// A non-negative decimal integer (§4.2 for `-n`). Beyond u64 a limit can
@@ -191,9 +230,12 @@ pub fn parse(args: Vec<OsString>) -> Result<Parsed, String> {
         };
         let flag = &FLAGS[index];
         let name = flag.name();
-        let value = p
-            .value()
-            .map_err(|_| format!("option '{name}' needs a value"))?;
+        let value = if flag.value.is_empty() {
+            OsString::new()
+        } else {
+            p.value()
+                .map_err(|_| format!("option '{name}' needs a value"))?
+        };
         if std::mem::replace(&mut seen[index], true) {
             return Err(format!("option '{name}' given more than once"));
         }
@@ -216,10 +258,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Parsed, String> {
 
 /// The "Options:" lines of run help, from the table.
 pub fn help_lines() -> String {
-    let mut rows: Vec<(String, &[&str])> = FLAGS
-        .iter()
-        .map(|f| (format!("{} {}", f.name(), f.value), f.help))
-        .collect();
+    let mut rows: Vec<(String, &[&str])> = FLAGS.iter().map(|f| (f.usage(), f.help)).collect();
     rows.push(("-h, --help".to_string(), &["Show this help"]));
     let width = rows.iter().map(|(left, _)| left.len()).max().unwrap_or(0);
     let mut out = String::new();
@@ -278,6 +317,17 @@ mod tests {
     }
 
     #[test]
+    fn log_takes_a_path_and_verbose_is_a_switch() {
+        let o = options(&["-v", "--log", "run.jsonl", "ralph"]);
+        assert!(o.verbose);
+        assert_eq!(o.log, Some(PathBuf::from("run.jsonl")));
+        assert!(options(&["--verbose", "ralph"]).verbose);
+        assert!(error(&["-v", "--verbose", "x"]).contains("more than once"));
+        assert!(error(&["--verbose=yes", "x"]).contains("--verbose"));
+        assert!(error(&["x", "--log"]).contains("needs a value"));
+    }
+
+    #[test]
     fn each_option_follows_the_grammar_of_n() {
         for flag in ["--timeout", "--max-time", "--retry", "--retry-delay"] {
             let value = if flag == "--retry" { "2" } else { "5s" };
@@ -299,7 +349,7 @@ mod tests {
     fn help_lists_every_option_of_the_table() {
         let help = help_lines();
         for flag in FLAGS {
-            assert!(help.contains(&format!("{} {}", flag.name(), flag.value)));
+            assert!(help.contains(&flag.usage()), "{}", flag.usage());
         }
         assert!(help.contains("-h, --help"));
         assert!(help.lines().all(|l| l.len() <= 80), "{help}");

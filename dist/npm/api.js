@@ -4,7 +4,7 @@
 //
 //   <binary> __api <PROTOCOL> [-n <count>] [-e <absolute path>]
 //            [--timeout <ms>ms] [--max-time <ms>ms] [--retry <n>]
-//            [--retry-delay <ms>ms] -- <target>
+//            [--retry-delay <ms>ms] [--log <absolute path>] -- <target>
 //
 // with cwd = the project root and the environment of bin/loopx.js. Its stdout
 // is a channel of JSON lines (src/api.rs documents them): an `output` per
@@ -47,7 +47,7 @@ function settle({ target, options, base, baseError, env, error: captureError }) 
     if (options !== undefined && options !== null && typeof options !== "object") {
       throw usage(`invalid options ${describe(options)}: expected an object like { maxIterations, envFile, signal, cwd }`);
     }
-    const { maxIterations, envFile, signal, cwd, timeout, maxTime, retry, retryDelay } = options ?? {};
+    const { maxIterations, envFile, signal, cwd, timeout, maxTime, retry, retryDelay, log } = options ?? {};
     // The signal first: an aborted one wins over any other error (§9.1).
     if (signal !== undefined) {
       if (!isAbortSignal(signal)) throw usage(`invalid value ${describe(signal)} for signal: expected an AbortSignal`);
@@ -86,6 +86,9 @@ function settle({ target, options, base, baseError, env, error: captureError }) 
     if (envFile !== undefined && typeof envFile !== "string") {
       throw usage(`invalid value ${describe(envFile)} for envFile: expected a file path`);
     }
+    if (log !== undefined && typeof log !== "string") {
+      throw usage(`invalid value ${describe(log)} for log: expected a file path`);
+    }
     // §9.5: cwd is the project root, process.cwd() at call time by default;
     // a relative envFile is relative to it.
     if ((cwd === undefined || !isAbsolute(cwd)) && baseError) {
@@ -93,6 +96,8 @@ function settle({ target, options, base, baseError, env, error: captureError }) 
     }
     call.cwd = cwd === undefined ? base : resolve(base, cwd);
     if (envFile !== undefined) call.envFile = resolve(call.cwd, envFile);
+    // Like --log; a relative path is relative to cwd, as for envFile.
+    if (log !== undefined) call.flags.push("--log", resolve(call.cwd, log));
     if (target === undefined || target === null) {
       throw usage(`missing target: run(<workflow>[:<script>]) needs a target string such as 'ralph' or 'ralph:check'`);
     }
@@ -100,7 +105,7 @@ function settle({ target, options, base, baseError, env, error: captureError }) 
       throw usage(`invalid target ${describe(target)}: expected a string <workflow>[:<script>]`);
     }
     // argv cannot carry a NUL byte; no valid name contains one (§4.1).
-    for (const [what, value] of [["target", target], ["cwd", call.cwd], ["envFile", call.envFile]]) {
+    for (const [what, value] of [["target", target], ["cwd", call.cwd], ["envFile", call.envFile], ["log", log]]) {
       if (value?.includes("\0")) throw usage(`invalid ${what} ${describe(value)}: it contains a NUL byte`);
     }
   } catch (error) {

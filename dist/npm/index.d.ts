@@ -47,6 +47,12 @@ export interface RunOptions {
    * minutes, like `--retry-delay`.
    */
   retryDelay?: number;
+  /**
+   * A file to append the run's JSONL record to, like `loopx run --log`
+   * (README "Run log"); relative to `cwd`. Without it, `LOOPX_LOG` from the
+   * environment applies, as for the CLI.
+   */
+  log?: string;
 }
 
 /** The error a run throws when the loop fails (SPEC §9.3). */
@@ -54,7 +60,7 @@ export interface LoopxError extends Error {
   /** What `loopx run` would exit with: 1, 124 (timed out) or 128+N. */
   exitCode: number;
   /** Why the run ended. */
-  reason: "script_failed" | "timed_out" | "invalid_goto" | "signal" | "error";
+  reason: "script_failed" | "timed_out" | "invalid_goto" | "signal" | "consumer" | "error";
 }
 
 /**

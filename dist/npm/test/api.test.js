@@ -255,6 +255,15 @@ test("maxTime: no script starts after the budget, and the run completes normally
   assert.equal(log(root).length, outputs.length);
 });
 
+test("log: the run's JSONL record, relative to cwd, like --log", T, async (t) => {
+  const root = project(t, { "w/index.sh": logged("w", { result: "r", stop: true }) });
+  assert.deepEqual(await runPromise("w", { cwd: root, log: "run.jsonl" }), [{ result: "r", stop: true }]);
+  const events = readFileSync(join(root, "run.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+  assert.deepEqual(events.map((e) => e.event), ["run_start", "script_start", "script_end", "run_end"]);
+  assert.equal(events[3].reason, "stop");
+  await assert.rejects(runPromise("w", { cwd: root, log: 5 }), { name: "TypeError", message: "invalid value 5 for log: expected a file path" });
+});
+
 test("every error surfaces lazily with the CLI's wording", T, async (t) => {
   const root = project(t, {
     "w/index.sh": logged("w", { result: "ok" }),

@@ -1,0 +1,279 @@
+//! What a run tells about itself (DESIGN.md "Beyond the spec"; README "Run
+//! log", "Seeing what runs"): the JSONL run record (`--log`), the status
+//! file (`loopx status`) and the per-script lines of `--verbose`. The engine
+//! reports each event here once; each outlet takes what it needs. Without
+//! `--log` and `--verbose` only the status file is written.
+
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::clock;
+use crate::duration;
+use crate::engine::RunOptions;
+use crate::error::{signal_name, Error};
+use crate::json::Object;
+use crate::messages;
+use crate::output::{self, Output};
+use crate::process::Status;
+use crate::run_log::RunLog;
+use crate::status::{Phase, StatusFile};
+use crate::supervisor::{Ending, Finished};
+
+/// Why a run ended well.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Done {
+    /// A script's `stop: true` (§2.3).
+    Stop,
+    /// The `-n` limit, `-n 0` included (§7.1).
+    MaxIterations,
+    /// `--max-time`.
+    MaxTime,
+    /// The API's consumer asked for no more (§9.1).
+    Consumer,
+}
+
+impl Done {
+    fn reason(self) -> &'static str {
+        match self {
+            Done::Stop => "stop",
+            Done::MaxIterations => "max_iterations",
+            Done::MaxTime => "max_time",
+            Done::Consumer => "consumer",
+        }
+    }
+}
+
+/// One script run as the loop saw it.
+pub struct ScriptRun<'a> {
+    pub iteration: u64,
+    pub attempt: u64,
+    pub label: &'a str,
+}
+
+pub struct Reporter {
+    log: Option<RunLog>,
+    status: Option<StatusFile>,
+    verbose: bool,
+    started: Instant,
+    /// When the current script started.
+    script_started: Instant,
+    iterations: u64,
+}
+
+/// How a script ended, in a few words: `exit 0`, `killed by SIGSEGV`,
+/// `timed out`.
+fn how(f: &Finished) -> String {
+    match (f.ending, f.status) {
+        (Ending::TimedOut, _) => "timed out".to_string(),
+        (Ending::Interrupted(sig), _) => format!("interrupted by {}", signal_name(sig)),
+        (_, Status::Code(code)) => format!("exit {code}"),
+        (_, Status::Signal(sig)) => format!("killed by {}", signal_name(sig)),
+    }
+}
+
+/// The first `n` characters of `s`.
+fn head(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+impl Reporter {
+    /// `log`: the run log's path, already chosen (`--log` over `LOOPX_LOG`).
+    pub fn new(log: Option<&Path>, verbose: bool, run_id: &str) -> Result<Reporter, Error> {
+        let log = log.map(|path| RunLog::open(path, run_id)).transpose()?;
+        Ok(Reporter {
+            log,
+            status: None,
+            verbose,
+            started: Instant::now(),
+            script_started: Instant::now(),
+            iterations: 0,
+        })
+    }
+
+    pub fn run_start(&mut self, opts: &RunOptions, root: &Path) {
+        let Some(log) = &mut self.log else { return };
+        let ms = |d: Option<Duration>| d.map(|d| d.as_millis() as u64);
+        let options = Object::default()
+            .opt_num("max_iterations", opts.max_iterations)
+            .opt_str(
+                "env_file",
+                opts.env_file
+                    .as_ref()
+                    .map(|p| p.to_string_lossy())
+                    .as_deref(),
+            )
+            .opt_num("timeout_ms", ms(opts.timeout))
+            .opt_num("max_time_ms", ms(opts.max_time))
+            .num("retry", opts.retry)
+            .num("retry_delay_ms", opts.retry_delay.as_millis() as u64)
+            .finish();
+        let line = log
+            .line("run_start")
+            .str("version", env!("CARGO_PKG_VERSION"))
+            .num("pid", u64::from(std::process::id()))
+            .str("root", &root.to_string_lossy())
+            .str("target", &opts.target)
+            .raw("options", &options);
+        log.write(line);
+    }
+
+    /// The loop is about to run its first script: the status file starts.
+    pub fn loop_start(&mut self, root: &Path, target: &str, run_id: &str) {
+        self.status = StatusFile::create(root, target, run_id);
+    }
+
+    pub fn script_start(&mut self, run: &ScriptRun) {
+        self.script_started = Instant::now();
+        self.iterations = run.iteration;
+        if let Some(status) = &mut self.status {
+            let now = clock::unix_ms(SystemTime::now());
+            status.update(run.label, run.iteration, run.attempt, Phase::Running, now);
+        }
+        if let Some(log) = &mut self.log {
+            let line = log
+                .line("script_start")
+                .num("iteration", run.iteration)
+                .num("attempt", run.attempt)
+                .str("target", run.label);
+            log.write(line);
+        }
+    }
+
+    /// `--verbose`: notes on an output that is probably a mistake (§2.3
+    /// takes it silently). Looked at before the output is parsed.
+    pub fn inspect_stdout(&self, run: &ScriptRun, stdout: &[u8]) {
+        if self.verbose {
+            for note in output::suspicions(stdout) {
+                messages::notice(&format!("note: {}: {note}", run.label));
+            }
+        }
+    }
+
+    /// A script's end. `output`: the parsed output of a successful run
+    /// (§7.2: a failed one's stdout is not parsed), and whether it was
+    /// structured.
+    pub fn script_end(
+        &mut self,
+        run: &ScriptRun,
+        f: &Finished,
+        stdout_bytes: usize,
+        output: Option<(&Output, bool)>,
+    ) {
+        let took = self.script_started.elapsed();
+        if let Some(log) = &mut self.log {
+            let (code, signal) = match f.status {
+                Status::Code(c) => (Some(i64::from(c)), None),
+                Status::Signal(s) => (None, Some(signal_name(s))),
+            };
+            let output_json = match output {
+                None => "null".to_string(),
+                Some((out, structured)) => Object::default()
+                    .bool("structured", structured)
+                    .bool("stop", out.stop)
+                    .opt_str("goto", out.goto.as_deref())
+                    .opt_num("result_bytes", out.result.as_ref().map(|r| r.len() as u64))
+                    .opt_str("result_head", out.result.as_deref().map(|r| head(r, 200)))
+                    .finish(),
+            };
+            let mut line = log
+                .line("script_end")
+                .num("iteration", run.iteration)
+                .num("attempt", run.attempt)
+                .str("target", run.label);
+            line = match code {
+                Some(c) => line.int("exit_code", c),
+                None => line.raw("exit_code", "null"),
+            };
+            let line = line
+                .opt_str("signal", signal)
+                .num("duration_ms", took.as_millis() as u64)
+                .num("stdout_bytes", stdout_bytes as u64)
+                .raw("output", &output_json);
+            log.write(line);
+        }
+        if self.verbose {
+            let next = match output {
+                Some((out, _)) if out.stop => " → stop".to_string(),
+                Some((out, _)) => match &out.goto {
+                    Some(goto) => format!(" → goto {}", messages::shown(goto)),
+                    None => " → restart".to_string(),
+                },
+                None => String::new(),
+            };
+            messages::notice(&format!(
+                "[{}] {} {} in {}{next}",
+                run.iteration,
+                run.label,
+                how(f),
+                duration::format_elapsed(took)
+            ));
+        }
+    }
+
+    pub fn timeout(&mut self, run: &ScriptRun, after: Duration) {
+        if let Some(log) = &mut self.log {
+            let line = log
+                .line("timeout")
+                .num("iteration", run.iteration)
+                .num("attempt", run.attempt)
+                .str("target", run.label)
+                .num("timeout_ms", after.as_millis() as u64);
+            log.write(line);
+        }
+    }
+
+    /// A retry is coming after `delay`; `why` says how the attempt failed.
+    pub fn retry(&mut self, run: &ScriptRun, why: &str, delay: Duration) {
+        if let Some(status) = &mut self.status {
+            let now = clock::unix_ms(SystemTime::now());
+            status.update(run.label, run.iteration, run.attempt, Phase::RetryWait, now);
+        }
+        if let Some(log) = &mut self.log {
+            let line = log
+                .line("retry")
+                .num("iteration", run.iteration)
+                .num("attempt", run.attempt)
+                .str("target", run.label)
+                .str("why", why)
+                .num("delay_ms", delay.as_millis() as u64);
+            log.write(line);
+        }
+    }
+
+    /// The run's end, whatever it was: the log's last line, synced to disk;
+    /// `--verbose`'s last line; the status file goes.
+    pub fn run_end(&mut self, result: &Result<Done, Error>) {
+        self.status = None;
+        let (reason, code) = match result {
+            Ok(done) => (done.reason(), 0),
+            Err(err) => (err.reason(), err.exit_code()),
+        };
+        let took = self.started.elapsed();
+        if let Some(log) = &mut self.log {
+            let error = match result {
+                Err(err) if !err.is_silent() => Some(err.to_string()),
+                _ => None,
+            };
+            let line = log
+                .line("run_end")
+                .str("reason", reason)
+                .int("exit_code", i64::from(code))
+                .num("iterations", self.iterations)
+                .num("duration_ms", took.as_millis() as u64)
+                .opt_str("error", error.as_deref());
+            log.write(line);
+            log.sync();
+        }
+        if self.verbose {
+            let n = self.iterations;
+            messages::notice(&format!(
+                "run ended: {reason} after {n} iteration{} in {} (exit {code})",
+                if n == 1 { "" } else { "s" },
+                duration::format_elapsed(took)
+            ));
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! Live-run state for `loopx status` (DESIGN.md "Beyond the spec"; README
+//! "Seeing what runs").
+//!
+//! Every run keeps one small JSON file, `<pid>.json`, in a directory of the
+//! user's own: `$XDG_RUNTIME_DIR/loopx/`, else `loopx-<uid>` (mode 0700) in
+//! the system's temporary directory. It is replaced by rename at each event
+//! (never seen half-written) and removed when the run ends. Status is a
+//! convenience: when the file cannot be written the run goes on silently.
+//!
+//! `loopx status` lists the files whose process is alive and is the same
+//! process (its start time matches: a pid can be reused), and deletes the
+//! rest, left by runs that were killed.
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use crate::clock;
+use crate::duration;
+use crate::error::Error;
+use crate::json::{self, Object, Value};
+use crate::messages::{self, shown};
+
+/// What a run is doing, for its status file.
+pub enum Phase {
+    /// A script runs.
+    Running,
+    /// Waiting before a retry.
+    RetryWait,
+}
+
+/// The state directory, created private to the user if missing; None when
+/// it cannot be made or is not safely ours (someone else's, a symlink, open
+/// to others).
+pub fn dir() -> Option<PathBuf> {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let dir = match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        Some(runtime) if runtime.is_absolute() => runtime.join("loopx"),
+        _ => std::env::temp_dir().join(format!("loopx-{uid}")),
+    };
+    match fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(_) => return None,
+    }
+    let meta = fs::symlink_metadata(&dir).ok()?;
+    let private = meta.is_dir() && meta.uid() == uid && meta.permissions().mode() & 0o077 == 0;
+    private.then_some(dir)
+}
+
+/// A process's start time (clock ticks since boot, /proc/<pid>/stat field
+/// 22): with the pid, it names one process for good. None without /proc.
+fn start_time(pid: &str) -> Option<String> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may contain anything.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(19).map(str::to_string)
+}
+
+/// The status file of the running loopx.
+pub struct StatusFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    /// The fields that never change, as JSON members.
+    fixed: Object,
+}
+
+impl StatusFile {
+    /// Starts the file for this run; None (silently) when there is no
+    /// usable directory.
+    pub fn create(root: &Path, target: &str, run_id: &str) -> Option<StatusFile> {
+        let dir = dir()?;
+        let pid = std::process::id();
+        let now = clock::unix_ms(SystemTime::now());
+        let fixed = Object::default()
+            .num("v", 1)
+            .num("pid", u64::from(pid))
+            .opt_str("start_time", start_time("self").as_deref())
+            .str("run_id", run_id)
+            .str("root", &root.to_string_lossy())
+            .str("target", target)
+            .str("run_started", &clock::format_ms(now))
+            .num("run_started_ms", now);
+        Some(StatusFile {
+            path: dir.join(format!("{pid}.json")),
+            tmp: dir.join(format!("{pid}.json.tmp")),
+            fixed,
+        })
+    }
+
+    /// Replaces the file with the run's current state.
+    pub fn update(
+        &mut self,
+        script: &str,
+        iteration: u64,
+        attempt: u64,
+        phase: Phase,
+        since_ms: u64,
+    ) {
+        let text = self
+            .fixed
+            .clone()
+            .str("script", script)
+            .num("iteration", iteration)
+            .num("attempt", attempt)
+            .str(
+                "state",
+                match phase {
+                    Phase::Running => "running",
+                    Phase::RetryWait => "waiting_to_retry",
+                },
+            )
+            .str("since", &clock::format_ms(since_ms));
+        let body = text.finish();
+        let written = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&self.tmp)
+            .and_then(|mut f| f.write_all(body.as_bytes()))
+            .and_then(|()| fs::rename(&self.tmp, &self.path));
+        if written.is_err() {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+impl Drop for StatusFile {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+        let _ = fs::remove_file(&self.tmp);
+    }
+}
+
+/// One live run, as read back from its file.
+struct Live {
+    value: Value,
+}
+
+fn text_of<'a>(v: &'a Value, key: &str) -> &'a str {
+    match v.get(key) {
+        Some(Value::String(s)) => s,
+        _ => "",
+    }
+}
+
+fn number_of(v: &Value, key: &str) -> u64 {
+    match v.get(key) {
+        Some(Value::Number(n)) if *n >= 0.0 => *n as u64,
+        _ => 0,
+    }
+}
+
+/// Whether the run that wrote `v` is still that process.
+fn alive(v: &Value) -> bool {
+    let pid = number_of(v, "pid");
+    let Ok(pid_t) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid_t <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks for existence.
+    let exists = unsafe { libc::kill(pid_t, 0) == 0 }
+        || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    if !exists {
+        return false;
+    }
+    match (v.get("start_time"), start_time(&pid.to_string())) {
+        (Some(Value::String(recorded)), Some(now)) => *recorded == now,
+        // Without /proc there is nothing to compare: trust the pid.
+        _ => true,
+    }
+}
+
+/// Reads every status file; deletes those of runs that are gone.
+fn live_runs(dir: &Path) -> Vec<Live> {
+    let mut found = Vec::new();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_suffix(".json")
+            .or_else(|| name.strip_suffix(".json.tmp"))
+        else {
+            continue;
+        };
+        if name.ends_with(".tmp") {
+            // A rename that never happened: only its writer may still use it.
+            let gone = pid.parse::<libc::pid_t>().map_or(true, |p| {
+                // SAFETY: signal 0 only checks for existence.
+                unsafe { libc::kill(p, 0) != 0 }
+            });
+            if gone {
+                let _ = fs::remove_file(&path);
+            }
+            continue;
+        }
+        let raw = fs::read_to_string(&path).unwrap_or_default();
+        match json::parse(&raw) {
+            Some(value) if alive(&value) => found.push(Live { value }),
+            _ => {
+                let _ = fs::remove_file(&path);
+            }
+        }
+    }
+    found.sort_by_key(|l| number_of(&l.value, "run_started_ms"));
+    found
+}
+
+/// `loopx status [--json]`.
+pub fn list(as_json: bool) -> Result<(), Error> {
+    let runs = dir().map(|d| live_runs(&d)).unwrap_or_default();
+    let now = clock::unix_ms(SystemTime::now());
+    if as_json {
+        let items: Vec<String> = runs.iter().map(|r| as_json_item(&r.value, now)).collect();
+        return messages::print_stdout(&format!("[{}]\n", items.join(",")));
+    }
+    messages::print_stdout(&table(&runs, now))
+}
+
+/// One run for `loopx status --json`: the table's columns and a bit more.
+fn as_json_item(v: &Value, now_ms: u64) -> String {
+    let started = number_of(v, "run_started_ms");
+    Object::default()
+        .num("pid", number_of(v, "pid"))
+        .str("run_id", text_of(v, "run_id"))
+        .str("project", text_of(v, "root"))
+        .str("target", text_of(v, "target"))
+        .str("script", text_of(v, "script"))
+        .str("state", text_of(v, "state"))
+        .num("iteration", number_of(v, "iteration"))
+        .num("attempt", number_of(v, "attempt"))
+        .str("run_started", text_of(v, "run_started"))
+        .str("script_started", text_of(v, "since"))
+        .num("elapsed_ms", now_ms.saturating_sub(started))
+        .finish()
+}
+
+/// The aligned table of `loopx status`.
+fn table(runs: &[Live], now_ms: u64) -> String {
+    if runs.is_empty() {
+        return "no loopx runs\n".to_string();
+    }
+    let mut rows: Vec<[String; 6]> = vec![[
+        "PID".into(),
+        "PROJECT".into(),
+        "TARGET".into(),
+        "SCRIPT".into(),
+        "ITERATION".into(),
+        "ELAPSED".into(),
+    ]];
+    for run in runs {
+        let v = &run.value;
+        let mut script = shown(text_of(v, "script")).into_owned();
+        if text_of(v, "state") == "waiting_to_retry" {
+            script.push_str(" (waiting to retry)");
+        }
+        let mut iteration = number_of(v, "iteration").to_string();
+        let attempt = number_of(v, "attempt");
+        if attempt > 1 {
+            iteration.push_str(&format!(" (attempt {attempt})"));
+        }
+        let elapsed = now_ms.saturating_sub(number_of(v, "run_started_ms"));
+        rows.push([
+            number_of(v, "pid").to_string(),
+            shown(text_of(v, "root")).into_owned(),
+            shown(text_of(v, "target")).into_owned(),
+            script,
+            iteration,
+            duration::format(std::time::Duration::from_secs(elapsed / 1000)),
+        ]);
+    }
+    let widths: Vec<usize> = (0..6)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live(json: &str) -> Live {
+        Live {
+            value: json::parse(json).unwrap(),
+        }
+    }
+
+    #[test]
+    fn the_table_aligns_columns_and_says_what_each_run_does() {
+        let runs = [
+            live(
+                r#"{"pid":42,"root":"/p","target":"ralph","script":"ralph:check","iteration":3,"attempt":1,"state":"running","run_started_ms":1000}"#,
+            ),
+            live(
+                r#"{"pid":7,"root":"/home/me/long","target":"b","script":"b:index","iteration":12,"attempt":2,"state":"waiting_to_retry","run_started_ms":0}"#,
+            ),
+        ];
+        assert_eq!(
+            table(&runs, 3_661_000),
+            "PID  PROJECT        TARGET  SCRIPT                      ITERATION       ELAPSED\n\
+             42   /p             ralph   ralph:check                 3               1h1m\n\
+             7    /home/me/long  b       b:index (waiting to retry)  12 (attempt 2)  1h1m1s\n"
+        );
+        assert_eq!(table(&[], 0), "no loopx runs\n");
+    }
+
+    #[test]
+    fn a_status_file_of_a_gone_or_reused_pid_is_not_alive() {
+        let me = std::process::id();
+        let st = start_time("self").unwrap();
+        assert!(alive(
+            &json::parse(&format!(r#"{{"pid":{me},"start_time":"{st}"}}"#)).unwrap()
+        ));
+        assert!(!alive(
+            &json::parse(&format!(r#"{{"pid":{me},"start_time":"1"}}"#)).unwrap()
+        ));
+        assert!(!alive(&json::parse(r#"{"pid":0}"#).unwrap()));
+        assert!(!alive(&json::parse(r#"{"pid":99999999}"#).unwrap()));
+    }
+}
