@@ -18,7 +18,10 @@ note=""
 reasons=$(tail -n 30 "$run_dir/agent.log" 2>/dev/null | cut -c 1-300)
 if [ -z "$label" ]; then
   label=$needs_human_label
-  note="the agent asked for the route '$route', which is not one of: done, needs-human${routes:+, $routes}. The end of its output:"
+  known="done, needs-human"
+  extra=$(extra_routes)
+  [ -n "$extra" ] && known="$known, $extra"
+  note="the agent asked for the route '$route', which is not one of: $known. The end of its output:"
 elif [ "$label" = "$needs_human_label" ]; then
   note="the agent asked for a person to take over. The end of its output:"
 fi

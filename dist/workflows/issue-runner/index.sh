@@ -62,7 +62,7 @@ while read -r _ number author; do
   fi
   starts=$(starts_last_hour "$number")
   if [ "$starts" -ge "$max_starts" ]; then
-    say "#$number: started $starts times in the last hour (MAX_STARTS_PER_HOUR=$max_starts); skipped for now"
+    say "#$number: started $starts time(s) in the last hour (MAX_STARTS_PER_HOUR=$max_starts); skipped for now"
     continue
   fi
   picked=$number

@@ -41,7 +41,7 @@ End your output with a line that routes the issue:
 ROUTE: done          when the pull request is open
 ROUTE: needs-human   when a person must decide or do something first (say what)"
 fi
-tokens=$(printf '%s\n' "$routes" | tr ',' '\n' | sed -n 's/^[[:space:]]*\([A-Za-z0-9_-]*\)=.*/\1/p' | tr '\n' ' ')
+tokens=$(extra_routes)
 [ -n "$tokens" ] && instructions="$instructions
 Other routes you may use: $tokens"
 

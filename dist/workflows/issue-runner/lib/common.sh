@@ -62,10 +62,17 @@ label_for() {
     needs-human) echo "$needs_human_label" ;;
     *)
       printf '%s\n' "$routes" | tr ',' '\n' |
-        sed 's/^[[:space:]]*//; s/[[:space:]]*$//' |
+        sed 's/^[[:space:]]*//; s/[[:space:]]*$//; s/[[:space:]]*=[[:space:]]*/=/' |
         awk -v token="$1" 'index($0, "=") { t = substr($0, 1, index($0, "=") - 1); l = substr($0, index($0, "=") + 1); if (t == token && l != "") { print l; exit } }'
       ;;
   esac
+}
+
+# The route tokens ROUTES adds, comma-separated ("review, wontfix").
+extra_routes() {
+  printf '%s\n' "$routes" | tr ',' '\n' |
+    sed -n 's/^[[:space:]]*\([A-Za-z0-9_-]*\)[[:space:]]*=.*/\1/p' |
+    sed '/^$/d' | paste -sd, - | sed 's/,/, /g'
 }
 
 # is_allowed <login>: ALLOWED_AUTHORS holds it (commas and blanks separate).

