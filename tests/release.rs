@@ -624,6 +624,57 @@ fn two_builds_of_one_commit_are_byte_identical() {
     );
 }
 
+#[test]
+fn workflows_tarball_is_dist_workflows_in_one_directory_with_fixed_owners_modes_and_times() {
+    let build = release();
+    let tgz = build.vdir().join("workflows.tar.gz");
+    let gz = read(&tgz);
+    assert_eq!(gz[3] & 0x08, 0, "gzip header carries a file name");
+    assert_eq!(&gz[4..8], &[0, 0, 0, 0], "gzip header carries a timestamp");
+    let entries = untar(&gunzip(&tgz));
+    let mut files: Vec<String> = entries
+        .iter()
+        .filter(|e| e.kind == b'0')
+        .map(|e| e.name.clone())
+        .collect();
+    files.sort();
+    // Under one workflows/ directory, which `loopx install` unwraps.
+    let want: Vec<String> = files_under(&Path::new(ROOT).join("dist/workflows"), &[])
+        .iter()
+        .map(|f| format!("workflows/{f}"))
+        .collect();
+    assert_eq!(files, want);
+    assert_eq!(entries[0].name, "workflows/");
+    for e in &entries {
+        assert!(
+            e.kind == b'0' || e.kind == b'5',
+            "{}: not a file or directory",
+            e.name
+        );
+        assert_eq!(
+            (e.uid, e.gid, e.uname.as_str(), e.gname.as_str()),
+            (0, 0, "", ""),
+            "{}",
+            e.name
+        );
+        assert_eq!(e.mtime, entries[0].mtime, "{} mtime", e.name);
+        let want = if e.kind == b'5' || e.name.ends_with(".sh") {
+            0o755
+        } else {
+            0o644
+        };
+        assert_eq!(e.mode, want, "{} mode", e.name);
+        if e.kind == b'0' {
+            let source = Path::new(ROOT).join("dist").join(&e.name);
+            assert!(
+                e.data == read(&source),
+                "{} differs from the checkout",
+                e.name
+            );
+        }
+    }
+}
+
 /// Every file under `dir` (relative paths, sorted), skipping `skip` names.
 fn files_under(dir: &Path, skip: &[&str]) -> Vec<String> {
     fn walk(root: &Path, dir: &Path, skip: &[&str], out: &mut Vec<String>) {

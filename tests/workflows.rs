@@ -348,6 +348,29 @@ fn only_dir(dir: &Path) -> PathBuf {
     entries[0].clone()
 }
 
+/// Every file under `dir`, as sorted relative paths.
+fn files_under(dir: &Path) -> Vec<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+        for name in names_in(dir) {
+            let path = dir.join(name);
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                out.push(
+                    path.strip_prefix(root)
+                        .expect("under root")
+                        .display()
+                        .to_string(),
+                );
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
 fn names_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("ls {}: {e}", dir.display()))
@@ -372,13 +395,15 @@ fn the_release_tarball_installs_the_three_workflows_and_nothing_else() {
         for file in ["README.md", "package.json", "index.sh", ".gitignore"] {
             assert!(dir.join(file).is_file(), "{w}/{file} is missing");
         }
-        // Byte for byte what dist/workflows holds.
-        for file in names_in(&dir) {
-            let packed = dir.join(&file);
-            if packed.is_file() {
-                let source = Path::new(ROOT).join("dist/workflows").join(w).join(&file);
-                assert_eq!(fs::read(&packed).ok(), fs::read(&source).ok(), "{w}/{file}");
-            }
+        // Byte for byte what dist/workflows holds, lib/ included.
+        let source = Path::new(ROOT).join("dist/workflows").join(w);
+        let files = files_under(&dir);
+        assert_eq!(files, files_under(&source), "{w}");
+        for file in files {
+            assert!(
+                fs::read(dir.join(&file)).ok() == fs::read(source.join(&file)).ok(),
+                "{w}/{file}"
+            );
         }
     }
     assert!(!p.exists(".loopx/AUTHORING.md"));
@@ -413,20 +438,23 @@ fn install_w_takes_one_workflow_and_its_loopx_range_accepts_this_version() {
 #[test]
 fn every_workflow_script_passes_shellcheck_and_starts_with_bash() {
     let dir = Path::new(ROOT).join("dist/workflows");
-    let mut scripts = Vec::new();
-    for w in WORKFLOWS {
-        for name in names_in(&dir.join(w)) {
-            if name.ends_with(".sh") {
-                let text = fs::read_to_string(dir.join(w).join(&name)).expect("read");
-                assert!(text.starts_with("#!/bin/bash\n"), "{w}/{name}: shebang");
-                scripts.push(dir.join(w).join(name));
+    // Every .sh under dist/workflows, helpers in subdirectories included.
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for name in names_in(dir) {
+            let path = dir.join(name);
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "sh") {
+                out.push(path);
             }
         }
-        let lib = dir.join(w).join("lib");
-        if lib.is_dir() {
-            for name in names_in(&lib) {
-                scripts.push(lib.join(name));
-            }
+    }
+    let mut scripts = Vec::new();
+    walk(&dir, &mut scripts);
+    for w in WORKFLOWS {
+        for name in names_in(&dir.join(w)).iter().filter(|n| n.ends_with(".sh")) {
+            let text = fs::read_to_string(dir.join(w).join(name)).expect("read");
+            assert!(text.starts_with("#!/bin/bash\n"), "{w}/{name}: shebang");
         }
     }
     assert!(scripts.len() >= 10, "{scripts:?}");

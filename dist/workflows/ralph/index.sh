@@ -21,9 +21,9 @@ case $prompt_file in /*) ;; *) prompt_file=$root/$prompt_file ;; esac
 case $done_file in /*) ;; *) done_file=$root/$done_file ;; esac
 
 say() { printf 'ralph: %s\n' "$*" >&2; }
-# $LOOPX_BIN is already the loopx running this loop (§3.4). LOOPX_DELEGATED=1
-# stops it from taking this workflow's package.json, which declares loopx,
-# for a project that pins its own copy (§3.2): it would warn on every call.
+# $LOOPX_BIN is the loopx of this run. LOOPX_DELEGATED=1 keeps it from
+# reading this workflow's package.json (which declares loopx) as a project
+# that pins its own loopx, and warning on every call (AUTHORING.md, 8).
 output() { LOOPX_DELEGATED=1 "$LOOPX_BIN" output "$@"; }
 
 # A done file from an earlier run means the task is finished: starting the

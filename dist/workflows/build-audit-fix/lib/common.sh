@@ -27,9 +27,9 @@ steps=$run_dir/steps.tsv
 tail_lines=${CHECK_TAIL_LINES:-80}
 
 say() { printf 'build-audit-fix: %s\n' "$*" >&2; }
-# $LOOPX_BIN is already the loopx running this loop (§3.4). LOOPX_DELEGATED=1
-# stops it from taking this workflow's package.json, which declares loopx,
-# for a project that pins its own copy (§3.2): it would warn on every call.
+# $LOOPX_BIN is the loopx of this run. LOOPX_DELEGATED=1 keeps it from
+# reading this workflow's package.json (which declares loopx) as a project
+# that pins its own loopx, and warning on every call (AUTHORING.md, 8).
 output() { LOOPX_DELEGATED=1 "$LOOPX_BIN" output "$@"; }
 die() {
   say "$*"
@@ -96,20 +96,23 @@ run_agent() {
   return "${PIPESTATUS[0]}"
 }
 
-# A step that loopx stops (--timeout, Ctrl-C, SIGTERM) gets SIGTERM with its
-# whole group; bash runs this once the agent is gone, so the report says
-# where the run stopped.
-on_term() {
+# A step that loopx stops (--timeout, Ctrl-C, SIGTERM, SIGHUP) gets the
+# signal with its whole group; bash runs this once the agent is gone, so
+# the report says where the run stopped. <status> is 128 + the signal.
+on_signal() {
+  trap - TERM INT HUP
   record_step "$current_step" "${round:-1}" "$step_start" "stopped (timed out or interrupted)"
   write_report "stopped: the $current_step step was stopped (timed out or interrupted)"
-  exit 143
+  exit "$1"
 }
 
 # begin_step <step>: notes the step and its start time for record_step.
 begin_step() {
   current_step=$1
   step_start=$(now)
-  trap on_term TERM
+  trap 'on_signal 143' TERM
+  trap 'on_signal 130' INT
+  trap 'on_signal 129' HUP
   say "round ${round:-1}: $1"
 }
 

@@ -35,9 +35,9 @@ die() {
   say "$*"
   exit 1
 }
-# $LOOPX_BIN is already the loopx running this loop (§3.4). LOOPX_DELEGATED=1
-# stops it from taking this workflow's package.json, which declares loopx,
-# for a project that pins its own copy (§3.2): it would warn on every call.
+# $LOOPX_BIN is the loopx of this run. LOOPX_DELEGATED=1 keeps it from
+# reading this workflow's package.json (which declares loopx) as a project
+# that pins its own loopx, and warning on every call (AUTHORING.md, 8).
 output() { LOOPX_DELEGATED=1 "$LOOPX_BIN" output "$@"; }
 
 # FORGE_CMD and AGENT_CMD are command lines (flags and quotes allowed); the
