@@ -275,18 +275,22 @@ impl Supervisor {
     /// Runs one script to its end. Err only when it cannot be started or
     /// supervised; every way it can end is a `Finished`.
     pub fn run_script(&mut self, script: &Script) -> Result<Finished, Error> {
-        let sentinel = self.terminal.as_ref().and_then(|t| {
-            let pid = terminal::spawn_sentinel(None)?;
-            // The group takes the terminal before the script exists.
-            t.give(pid);
-            Some(pid)
-        });
-        let mut launch_group = script.launch.group;
-        if sentinel.is_some() {
-            launch_group = sentinel;
-        }
+        let spawn_error = |err| Error::Spawn {
+            script: script.label.to_string(),
+            program: script.launch.program.display().to_string(),
+            err,
+        };
+        let sentinel = match &self.terminal {
+            Some(t) => {
+                let pid = terminal::spawn_sentinel(None).map_err(spawn_error)?;
+                // The group takes the terminal before the script exists.
+                t.give(pid);
+                Some(pid)
+            }
+            None => None,
+        };
         let launch = Launch {
-            group: launch_group,
+            group: sentinel.or(script.launch.group),
             ..script.launch
         };
         let child = match process::spawn(&launch) {
@@ -296,11 +300,7 @@ impl Supervisor {
                     end_sentinel(pid);
                     t.take_back(pid);
                 }
-                return Err(Error::Spawn {
-                    script: script.label.to_string(),
-                    program: script.launch.program.display().to_string(),
-                    err,
-                });
+                return Err(spawn_error(err));
             }
         };
         let Child {
@@ -505,7 +505,9 @@ impl Supervisor {
         // the terminal.
         if let (None, Some(t)) = (run.leader, &self.terminal) {
             if t.held_by(run.pgid) {
-                run.sentinel = terminal::spawn_sentinel(Some(run.pgid));
+                // Without a fresh one (fork failed), the grace period still
+                // ends the group.
+                run.sentinel = terminal::spawn_sentinel(Some(run.pgid)).ok();
             }
         }
     }
