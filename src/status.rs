@@ -22,7 +22,8 @@ use crate::clock;
 use crate::duration;
 use crate::error::Error;
 use crate::json::{self, Object, Value};
-use crate::messages::{self, shown};
+use crate::messages;
+use crate::text::shown;
 
 /// What a run is doing, for its status file.
 pub enum Phase {
