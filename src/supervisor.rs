@@ -225,6 +225,10 @@ impl Supervisor {
             let Some(fd) = self.channel.as_ref().map(|c| c.fd) else {
                 return Ok(true);
             };
+            // A request that came with an earlier read.
+            if let Some(answer) = self.buffered_request()? {
+                return Ok(answer);
+            }
             let mut fds = [pollfd(-1, 0), pollfd(fd, libc::POLLIN)];
             self.wait(&mut fds, None)?;
             if fds[1].revents == 0 {
@@ -255,6 +259,14 @@ impl Supervisor {
             return Ok(Some(false));
         }
         channel.line.extend_from_slice(&buf[..n as usize]);
+        self.buffered_request()
+    }
+
+    /// The first whole request line read so far, if any.
+    fn buffered_request(&mut self) -> Result<Option<bool>, Error> {
+        let Some(channel) = self.channel.as_mut() else {
+            return Ok(Some(true));
+        };
         let Some(end) = channel.line.iter().position(|&b| b == b'\n') else {
             return Ok(None);
         };
