@@ -245,9 +245,11 @@ fn max_time_counts_every_iteration_before_it() {
     let o = p.loopx(&["run", "--max-time", "1s", "w"]).run();
     o.success();
     let n = lines(&p, "runs").len();
-    assert!((2..=6).contains(&n), "{n} iterations");
+    // About 5; fewer on a loaded machine, never more than fit in 1 s.
+    assert!((1..=6).contains(&n), "{n} iterations");
+    let plural = if n == 1 { "" } else { "s" };
     o.stderr_is(&format!(
-        "loopx: stopped: --max-time 1s reached after {n} iterations\n"
+        "loopx: stopped: --max-time 1s reached after {n} iteration{plural}\n"
     ));
 }
 
