@@ -14,11 +14,6 @@ use std::time::{Duration, Instant};
 use procs::*;
 use util::*;
 
-/// A heartbeat loop: appends to `$LOOPX_PROJECT_ROOT/<file>` every 50 ms.
-fn heartbeat(file: &str) -> String {
-    format!("while :; do echo x >> \"$LOOPX_PROJECT_ROOT/{file}\"; sleep 0.05; done")
-}
-
 /// Lines of a file the scripts append to, empty when absent.
 fn lines(p: &Project, rel: &str) -> Vec<String> {
     if !p.exists(rel) {
@@ -31,16 +26,7 @@ fn lines(p: &Project, rel: &str) -> Vec<String> {
 
 #[test]
 fn timeout_terminates_a_group_whose_grandchild_ignores_sigterm_and_exits_124() {
-    let p = Project::new();
-    p.script(
-        "w",
-        "index.sh",
-        &format!(
-            "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\n\
-             bash -c 'trap \"\" TERM; echo $$ > \"$LOOPX_PROJECT_ROOT/grandchild.pid\"; {}'\n",
-            heartbeat("hb")
-        ),
-    );
+    let p = grandchild_project("trap \"\" TERM; ");
     let started = Instant::now();
     let run = start(p.loopx(&["run", "--timeout", "1s", "w"]));
     let pgid = read_pid(&p, "script.pid");
