@@ -7,8 +7,8 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::messages::shown;
 use crate::names::{is_valid_name, split_script_name};
+use crate::text::shown;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {

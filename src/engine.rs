@@ -13,6 +13,7 @@ use crate::discovery::{self, Discovery, Script, Workflow};
 use crate::duration;
 use crate::env;
 use crate::error::Error;
+use crate::json::Object;
 use crate::messages;
 use crate::output::{self, Output};
 use crate::process::{self, Launch, Status};
@@ -72,6 +73,20 @@ impl Default for RunOptions {
 }
 
 impl RunOptions {
+    /// The options as the run log's `run_start` records them.
+    pub fn to_json(&self) -> String {
+        let ms = |d: Option<Duration>| d.map(|d| d.as_millis() as u64);
+        let env_file = self.env_file.as_ref().map(|p| p.to_string_lossy());
+        Object::default()
+            .opt_num("max_iterations", self.max_iterations)
+            .opt_str("env_file", env_file.as_deref())
+            .opt_num("timeout_ms", ms(self.timeout))
+            .opt_num("max_time_ms", ms(self.max_time))
+            .num("retry", self.retry)
+            .num("retry_delay_ms", self.retry_delay.as_millis() as u64)
+            .finish()
+    }
+
     #[cfg(test)]
     pub fn new(target: &str) -> RunOptions {
         RunOptions {
@@ -527,7 +542,7 @@ pub fn run(opts: &RunOptions, observer: &mut dyn Observer) -> Result<(), Error> 
             .map(PathBuf::from)
     });
     let mut report = Reporter::new(log.as_deref(), opts.verbose, &run_id)?;
-    report.run_start(opts, &project_root);
+    report.run_start(&opts.target, &opts.to_json(), &project_root);
     let result = run_loop(opts, observer, &mut report, &project_root, &run_id);
     report.run_end(&result);
     result.map(|_| ())

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::envfile;
 use crate::error::Error;
-use crate::messages::shown;
+use crate::text::shown;
 
 /// `$XDG_CONFIG_HOME/loopx/env`, defaulting to `~/.config/loopx/env` (§8.1).
 /// An empty XDG_CONFIG_HOME counts as unset, as the XDG spec says.

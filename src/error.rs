@@ -7,8 +7,8 @@ use std::io;
 use std::path::PathBuf;
 
 use crate::install::archive::ExtractError;
-use crate::messages::shown;
 use crate::target::Invalid;
+use crate::text::shown;
 
 #[derive(Debug)]
 pub enum Error {

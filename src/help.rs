@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use crate::discovery;
-use crate::messages::shown;
 use crate::run_flags;
+use crate::text::shown;
 
 pub const TOP: &str = "\
 loopx - loop scripts that drive agent CLIs

@@ -32,6 +32,7 @@ mod status;
 mod supervisor;
 mod target;
 mod terminal;
+mod text;
 mod version_check;
 
 use std::io::{self, Write};

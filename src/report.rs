@@ -9,7 +9,6 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::clock;
 use crate::duration;
-use crate::engine::RunOptions;
 use crate::error::{signal_name, Error};
 use crate::json::Object;
 use crate::messages;
@@ -93,30 +92,16 @@ impl Reporter {
         })
     }
 
-    pub fn run_start(&mut self, opts: &RunOptions, root: &Path) {
+    /// `options`: the run's options as a JSON object (RunOptions::to_json).
+    pub fn run_start(&mut self, target: &str, options: &str, root: &Path) {
         let Some(log) = &mut self.log else { return };
-        let ms = |d: Option<Duration>| d.map(|d| d.as_millis() as u64);
-        let options = Object::default()
-            .opt_num("max_iterations", opts.max_iterations)
-            .opt_str(
-                "env_file",
-                opts.env_file
-                    .as_ref()
-                    .map(|p| p.to_string_lossy())
-                    .as_deref(),
-            )
-            .opt_num("timeout_ms", ms(opts.timeout))
-            .opt_num("max_time_ms", ms(opts.max_time))
-            .num("retry", opts.retry)
-            .num("retry_delay_ms", opts.retry_delay.as_millis() as u64)
-            .finish();
         let line = log
             .line("run_start")
             .str("version", env!("CARGO_PKG_VERSION"))
             .num("pid", u64::from(std::process::id()))
             .str("root", &root.to_string_lossy())
-            .str("target", &opts.target)
-            .raw("options", &options);
+            .str("target", target)
+            .raw("options", options);
         log.write(line);
     }
 
@@ -198,7 +183,7 @@ impl Reporter {
             let next = match output {
                 Some((out, _)) if out.stop => " → stop".to_string(),
                 Some((out, _)) => match &out.goto {
-                    Some(goto) => format!(" → goto {}", messages::shown(goto)),
+                    Some(goto) => format!(" → goto {}", crate::text::shown(goto)),
                     None => " → restart".to_string(),
                 },
                 None => String::new(),

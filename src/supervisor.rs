@@ -225,6 +225,10 @@ impl Supervisor {
             let Some(fd) = self.channel.as_ref().map(|c| c.fd) else {
                 return Ok(true);
             };
+            // A request that came with an earlier read.
+            if let Some(answer) = self.buffered_request()? {
+                return Ok(answer);
+            }
             let mut fds = [pollfd(-1, 0), pollfd(fd, libc::POLLIN)];
             self.wait(&mut fds, None)?;
             if fds[1].revents == 0 {
@@ -255,6 +259,14 @@ impl Supervisor {
             return Ok(Some(false));
         }
         channel.line.extend_from_slice(&buf[..n as usize]);
+        self.buffered_request()
+    }
+
+    /// The first whole request line read so far, if any.
+    fn buffered_request(&mut self) -> Result<Option<bool>, Error> {
+        let Some(channel) = self.channel.as_mut() else {
+            return Ok(Some(true));
+        };
         let Some(end) = channel.line.iter().position(|&b| b == b'\n') else {
             return Ok(None);
         };
@@ -275,18 +287,22 @@ impl Supervisor {
     /// Runs one script to its end. Err only when it cannot be started or
     /// supervised; every way it can end is a `Finished`.
     pub fn run_script(&mut self, script: &Script) -> Result<Finished, Error> {
-        let sentinel = self.terminal.as_ref().and_then(|t| {
-            let pid = terminal::spawn_sentinel(None)?;
-            // The group takes the terminal before the script exists.
-            t.give(pid);
-            Some(pid)
-        });
-        let mut launch_group = script.launch.group;
-        if sentinel.is_some() {
-            launch_group = sentinel;
-        }
+        let spawn_error = |err| Error::Spawn {
+            script: script.label.to_string(),
+            program: script.launch.program.display().to_string(),
+            err,
+        };
+        let sentinel = match &self.terminal {
+            Some(t) => {
+                let pid = terminal::spawn_sentinel(None).map_err(spawn_error)?;
+                // The group takes the terminal before the script exists.
+                t.give(pid);
+                Some(pid)
+            }
+            None => None,
+        };
         let launch = Launch {
-            group: launch_group,
+            group: sentinel.or(script.launch.group),
             ..script.launch
         };
         let child = match process::spawn(&launch) {
@@ -296,11 +312,7 @@ impl Supervisor {
                     end_sentinel(pid);
                     t.take_back(pid);
                 }
-                return Err(Error::Spawn {
-                    script: script.label.to_string(),
-                    program: script.launch.program.display().to_string(),
-                    err,
-                });
+                return Err(spawn_error(err));
             }
         };
         let Child {
@@ -505,7 +517,9 @@ impl Supervisor {
         // the terminal.
         if let (None, Some(t)) = (run.leader, &self.terminal) {
             if t.held_by(run.pgid) {
-                run.sentinel = terminal::spawn_sentinel(Some(run.pgid));
+                // Without a fresh one (fork failed), the grace period still
+                // ends the group.
+                run.sentinel = terminal::spawn_sentinel(Some(run.pgid)).ok();
             }
         }
     }

@@ -4,8 +4,8 @@
 
 use std::fmt;
 
-use crate::messages::shown;
 use crate::names::is_valid_name;
+use crate::text::shown;
 
 /// A syntactically valid target string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

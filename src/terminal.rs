@@ -134,14 +134,14 @@ impl Terminal {
 
 /// Starts a sentinel (see the module comment). `group`: the group to join,
 /// or None to lead a new one. Returns its pid, which is the new group's id.
-pub fn spawn_sentinel(group: Option<libc::pid_t>) -> Option<libc::pid_t> {
+pub fn spawn_sentinel(group: Option<libc::pid_t>) -> std::io::Result<libc::pid_t> {
     let pgid = group.unwrap_or(0);
     // SAFETY: the child makes only async-signal-safe calls (setpgid,
     // sigaction, sigprocmask, close, pause, _exit) and never returns.
     unsafe {
         let pid = libc::fork();
         if pid < 0 {
-            return None;
+            return Err(std::io::Error::last_os_error());
         }
         if pid == 0 {
             sentinel_body(pgid);
@@ -149,7 +149,7 @@ pub fn spawn_sentinel(group: Option<libc::pid_t>) -> Option<libc::pid_t> {
         // Also from the parent, so the group exists when spawn returns
         // (the usual race between fork and the child's own setpgid).
         libc::setpgid(pid, if pgid == 0 { pid } else { pgid });
-        Some(pid)
+        Ok(pid)
     }
 }
 

@@ -353,6 +353,10 @@ fn status_shows_a_run_in_a_long_script_and_forgets_it_after_sigkill() {
             .env("XDG_RUNTIME_DIR", runtime_dir(&p)),
     );
     let script = read_pid(&p, "pid");
+    // The state file is written within a tenth of a second of each event.
+    wait_until("status shows ralph:think", || {
+        status(&p, &[]).stdout.contains("ralph:think")
+    });
     let o = status(&p, &[]);
     o.success().stderr_is_empty();
     let lines: Vec<&str> = o.stdout.lines().collect();
@@ -391,9 +395,10 @@ fn status_shows_a_run_in_a_long_script_and_forgets_it_after_sigkill() {
         0o600
     );
     run.signal(libc::SIGKILL);
-    run.finish();
-    // SAFETY: the orphaned script's group is ended by the test.
+    // The orphaned script holds loopx's stderr: the test ends its group.
+    // SAFETY: signalling a process group this test started.
     unsafe { libc::kill(-script, libc::SIGKILL) };
+    run.finish();
     assert!(file.exists(), "a killed run cannot clean up");
     status(&p, &[]).success().stdout_is("no loopx runs\n");
     assert!(!file.exists(), "the stale entry was deleted");
@@ -424,7 +429,8 @@ fn the_status_file_goes_when_the_run_ends() {
     p.script(
         "w",
         "index.sh",
-        "ls \"$XDG_RUNTIME_DIR/loopx\" > \"$LOOPX_PROJECT_ROOT/seen\"\n",
+        "for _ in $(seq 500); do ls \"$XDG_RUNTIME_DIR\"/loopx/*.json >/dev/null 2>&1 && break; sleep 0.01; done\n\
+         ls \"$XDG_RUNTIME_DIR/loopx\" > \"$LOOPX_PROJECT_ROOT/seen\"\n",
     );
     let o = p
         .loopx(&["run", "-n", "1", "w"])

@@ -22,11 +22,6 @@ use util::*;
 /// The grace period of §7.3.
 const GRACE: Duration = Duration::from_secs(5);
 
-/// A heartbeat loop: appends to `$LOOPX_PROJECT_ROOT/<file>` every 50 ms.
-fn heartbeat(file: &str) -> String {
-    format!("while :; do echo x >> \"$LOOPX_PROJECT_ROOT/{file}\"; sleep 0.05; done")
-}
-
 /// A script that records its pid, starts a heartbeat job that ignores
 /// SIGINT (and SIGHUP, so a terminal's hang-up cannot be what ends it),
 /// says READY on stderr, then sleeps. The job records its pid once it
@@ -76,23 +71,8 @@ fn assert_heartbeat_stopped(p: &Project, file: &str) {
     );
 }
 
-/// A script whose foreground grandchild writes a heartbeat.
-fn grandchild_project() -> Project {
-    let p = Project::new();
-    p.script(
-        "w",
-        "index.sh",
-        &format!(
-            "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\n\
-             bash -c 'echo $$ > \"$LOOPX_PROJECT_ROOT/grandchild.pid\"; {}'\n",
-            heartbeat("hb")
-        ),
-    );
-    p
-}
-
 fn forwarded_signal_ends_the_group(sig: i32, code: i32) {
-    let p = grandchild_project();
+    let p = grandchild_project("");
     let run = start(p.loopx(&["run", "w"]));
     let pgid = read_pid(&p, "script.pid");
     let grandchild = read_pid(&p, "grandchild.pid");

@@ -14,11 +14,6 @@ use std::time::{Duration, Instant};
 use procs::*;
 use util::*;
 
-/// A heartbeat loop: appends to `$LOOPX_PROJECT_ROOT/<file>` every 50 ms.
-fn heartbeat(file: &str) -> String {
-    format!("while :; do echo x >> \"$LOOPX_PROJECT_ROOT/{file}\"; sleep 0.05; done")
-}
-
 /// Lines of a file the scripts append to, empty when absent.
 fn lines(p: &Project, rel: &str) -> Vec<String> {
     if !p.exists(rel) {
@@ -31,16 +26,7 @@ fn lines(p: &Project, rel: &str) -> Vec<String> {
 
 #[test]
 fn timeout_terminates_a_group_whose_grandchild_ignores_sigterm_and_exits_124() {
-    let p = Project::new();
-    p.script(
-        "w",
-        "index.sh",
-        &format!(
-            "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\n\
-             bash -c 'trap \"\" TERM; echo $$ > \"$LOOPX_PROJECT_ROOT/grandchild.pid\"; {}'\n",
-            heartbeat("hb")
-        ),
-    );
+    let p = grandchild_project("trap \"\" TERM; ");
     let started = Instant::now();
     let run = start(p.loopx(&["run", "--timeout", "1s", "w"]));
     let pgid = read_pid(&p, "script.pid");
@@ -245,9 +231,11 @@ fn max_time_counts_every_iteration_before_it() {
     let o = p.loopx(&["run", "--max-time", "1s", "w"]).run();
     o.success();
     let n = lines(&p, "runs").len();
-    assert!((2..=6).contains(&n), "{n} iterations");
+    // About 5; fewer on a loaded machine, never more than fit in 1 s.
+    assert!((1..=6).contains(&n), "{n} iterations");
+    let plural = if n == 1 { "" } else { "s" };
     o.stderr_is(&format!(
-        "loopx: stopped: --max-time 1s reached after {n} iterations\n"
+        "loopx: stopped: --max-time 1s reached after {n} iteration{plural}\n"
     ));
 }
 

@@ -95,6 +95,28 @@ pub fn read_pid(p: &Project, rel: &str) -> i32 {
         .unwrap_or_else(|e| panic!("pid in {rel}: {text:?}: {e}"))
 }
 
+/// A heartbeat loop: appends to `$LOOPX_PROJECT_ROOT/<file>` every 50 ms.
+pub fn heartbeat(file: &str) -> String {
+    format!("while :; do echo x >> \"$LOOPX_PROJECT_ROOT/{file}\"; sleep 0.05; done")
+}
+
+/// A project whose script `w:index` records its pid in `script.pid`, then
+/// runs a foreground grandchild that runs `setup` (a trap, say), records
+/// its pid in `grandchild.pid` and writes the heartbeat `hb`.
+pub fn grandchild_project(setup: &str) -> Project {
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        &format!(
+            "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\n\
+             bash -c '{setup}echo $$ > \"$LOOPX_PROJECT_ROOT/grandchild.pid\"; {}'\n",
+            heartbeat("hb")
+        ),
+    );
+    p
+}
+
 /// Fields of /proc/<pid>/stat after the command name: state, ppid, pgrp, ...
 fn stat_fields(pid: &str) -> Option<Vec<String>> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
