@@ -63,6 +63,13 @@ pub fn maybe_delegate(args: &[OsString]) {
     if args.first().is_some_and(|a| a == crate::api::MODE) {
         return;
     }
+    // `"$LOOPX_BIN" output` from a script: LOOPX_BIN is the run's binary,
+    // chosen after delegation (§3.4, §8.3), and the script's cwd is its
+    // workflow directory, whose package.json declares the workflow's loopx
+    // range (§3.2), not a project to hand over to.
+    if invoked_as_loopx_bin() {
+        return;
+    }
     let Ok(root) = std::env::current_dir() else {
         return;
     };
@@ -91,6 +98,15 @@ pub fn maybe_delegate(args: &[OsString]) {
             ));
         }
     }
+}
+
+/// Whether this process is the binary `LOOPX_BIN` names (a realpath, as is
+/// the running executable's path).
+fn invoked_as_loopx_bin() -> bool {
+    let Some(bin) = std::env::var_os("LOOPX_BIN") else {
+        return false;
+    };
+    std::env::current_exe().is_ok_and(|exe| exe.as_os_str() == bin)
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@
 mod util;
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use util::*;
@@ -168,12 +167,10 @@ fn api_mode_never_delegates_to_a_project_local_loopx() {
     // imported package's own binary.
     let p = Project::new();
     p.file("package.json", r#"{"devDependencies": {"loopx": "*"}}"#);
-    p.file(
-        "node_modules/.bin/loopx",
+    write_executable(
+        &p.path("node_modules/.bin/loopx"),
         "#!/bin/sh\necho delegated >> \"$PWD/log\"\nexit 7\n",
     );
-    let local = p.path("node_modules/.bin/loopx");
-    std::fs::set_permissions(&local, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     p.script("w", "index.sh", "printf '{\"stop\":true}'\n");
     // The channel stays open, as a live consumer keeps it.
     let mut child = spawn_api(&p, &["1", "--", "w"]);

@@ -3,18 +3,15 @@
 
 mod util;
 
-use std::os::unix::fs::PermissionsExt;
 use util::*;
 
 /// A fake `node_modules/.bin/loopx` that prints its arguments and
 /// LOOPX_DELEGATED, and exits with code 7.
 fn local_loopx(p: &Project) {
-    p.file(
-        "node_modules/.bin/loopx",
+    write_executable(
+        &p.path("node_modules/.bin/loopx"),
         "#!/bin/sh\necho \"local loopx: $* delegated=${LOOPX_DELEGATED-unset}\"\nexit 7\n",
     );
-    let path = p.path("node_modules/.bin/loopx");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
 
 #[test]
@@ -155,12 +152,11 @@ fn after_delegation_loopx_bin_is_the_realpath_of_the_local_binary() {
 fn delegation_sets_loopx_bin_for_every_command() {
     let p = Project::bare();
     p.file("package.json", r#"{"devDependencies": {"loopx": "*"}}"#);
-    p.file(
-        "node_modules/loopx/bin/shim.sh",
+    let shim = p.path("node_modules/loopx/bin/shim.sh");
+    write_executable(
+        &shim,
         "#!/bin/bash\necho \"bin=${LOOPX_BIN-unset} delegated=${LOOPX_DELEGATED-unset}\"\n",
     );
-    let shim = p.path("node_modules/loopx/bin/shim.sh");
-    std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     p.symlink("../loopx/bin/shim.sh", "node_modules/.bin/loopx");
     let real = std::fs::canonicalize(&shim).expect("realpath");
     let expected = format!("bin={} delegated=1\n", real.display());
@@ -181,4 +177,33 @@ fn delegation_sets_loopx_bin_for_every_command() {
             .success()
             .stdout_is(&expected);
     }
+}
+
+/// A workflow's package.json declares the loopx range it needs (§3.2); the
+/// scripts' `"$LOOPX_BIN" output` runs in that directory, and must neither
+/// warn about a missing local loopx nor hand over to one.
+#[test]
+fn loopx_bin_called_from_a_workflow_with_a_package_json_is_not_delegated() {
+    let p = Project::new();
+    p.file(
+        ".loopx/w/package.json",
+        r#"{"dependencies": {"loopx": ">=0.0.1"}}"#,
+    )
+    .script(
+        "w",
+        "index.sh",
+        "\"$LOOPX_BIN\" output --result ok --goto next\n",
+    )
+    .script("w", "next.sh", "\"$LOOPX_BIN\" output --stop\n");
+    p.loopx(&["run", "w"]).run().success().stderr_is_empty();
+    // With a local binary there too, the run's own binary still answers.
+    write_executable(
+        &p.path(".loopx/w/node_modules/.bin/loopx"),
+        "#!/bin/sh\necho '{\"result\":\"delegated\",\"stop\":true}'\n",
+    );
+    p.loopx(&["run", "-n", "2", "--log", "log", "w"])
+        .run()
+        .success()
+        .stderr_is_empty();
+    assert!(!p.read("log").contains("delegated"), "{}", p.read("log"));
 }

@@ -114,6 +114,11 @@ fn write_file(path: &Path, body: &str) {
     }
 }
 
+/// A stand-in `git` in `bin`, executed by loopx.
+fn fake_git(bin: &Path, body: &str) {
+    util::write_executable(&bin.join("git"), body);
+}
+
 fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")
         .args([
@@ -256,13 +261,12 @@ fn shorthand_org_repo_expands_to_a_github_clone_with_prompts_disabled() {
     let e = Env::bare();
     let bin = e.tmp.path().join("bin");
     let log = e.tmp.path().join("git-args");
-    write_file(
-        &bin.join("git"),
+    fake_git(
+        &bin,
         "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$ARGS_LOG\"\n\
          echo \"GIT_TERMINAL_PROMPT=$GIT_TERMINAL_PROMPT\" >> \"$ARGS_LOG\"\n\
          echo 'fatal: no network in tests' >&2\nexit 128\n",
     );
-    fs::set_permissions(bin.join("git"), fs::Permissions::from_mode(0o755)).unwrap();
     let o = e.install_with(&["install", "myorg/agent-flows"], |r| {
         r.env("PATH", &bin).env("ARGS_LOG", &log)
     });
@@ -1141,12 +1145,11 @@ fn interrupted_install_exits_with_the_signal_code_and_cleans_up() {
     let bin = e.tmp.path().join("bin");
     let ready = e.tmp.path().join("ready");
     let go = e.tmp.path().join("go");
-    write_file(
-        &bin.join("git"),
+    fake_git(
+        &bin,
         "#!/bin/sh\nmkdir -p \"$7\"\ntouch \"$READY\"\n\
          while [ ! -e \"$GO\" ]; do sleep 0.05; done\nexit 128\n",
     );
-    fs::set_permissions(bin.join("git"), fs::Permissions::from_mode(0o755)).unwrap();
     let mut run =
         e.p.loopx(&["install", "org/repo"])
             .env("TMPDIR", e.tmpdir())

@@ -9,7 +9,7 @@
 mod util;
 
 use std::fs;
-use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use util::*;
@@ -66,8 +66,7 @@ fn bin_dir(p: &Project, name: &str, programs: &[(&str, &Path)]) -> PathBuf {
 }
 
 fn executable(p: &Project, rel: &str, body: &str) {
-    p.file(rel, body);
-    fs::set_permissions(p.path(rel), fs::Permissions::from_mode(0o755)).expect("chmod");
+    write_executable(&p.path(rel), body);
 }
 
 /// `loopx run <target>` as the npm shim under Node starts it.

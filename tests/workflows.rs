@@ -17,7 +17,6 @@ mod util;
 use http::Server;
 use serde_json::Value;
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -172,9 +171,7 @@ esac
 "#;
 
 fn write_exe(path: &Path, text: &str) {
-    fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-    fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
-    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).expect("chmod");
+    util::write_executable(path, text);
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {

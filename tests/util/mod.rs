@@ -20,7 +20,39 @@ pub fn loopx_bin() -> PathBuf {
 /// loopx installed somewhere else (a project's node_modules, a bare copy).
 pub fn copy_loopx_to(dest: &Path) {
     fs::create_dir_all(dest.parent().expect("parent")).expect("mkdir");
-    fs::copy(loopx_bin(), dest).expect("copy the binary");
+    cp(&loopx_bin(), dest);
+}
+
+/// `cp src dest`, in a child process: see `write_executable`.
+fn cp(src: &Path, dest: &Path) {
+    let status = Command::new("cp")
+        .arg("--")
+        .arg(src)
+        .arg(dest)
+        .status()
+        .expect("run cp");
+    assert!(status.success(), "cp {} {}", src.display(), dest.display());
+}
+
+/// Writes a file the tests then execute directly (a fake CLI, a stand-in
+/// loopx), mode 0755. The file that is executed is written by a `cp`
+/// child: a file this process held open for writing may still be open in
+/// a child another test thread is forking just then, and executing it
+/// would fail with "Text file busy" (ETXTBSY).
+pub fn write_executable(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = path.parent().expect("parent");
+    fs::create_dir_all(dir).expect("mkdir");
+    let staged = dir.join(format!(
+        ".staged-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    fs::write(&staged, body).expect("write");
+    cp(&staged, path);
+    fs::remove_file(&staged).expect("remove the staged copy");
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).expect("chmod");
 }
 
 /// A directory removed on drop.

@@ -21,10 +21,8 @@ case $prompt_file in /*) ;; *) prompt_file=$root/$prompt_file ;; esac
 case $done_file in /*) ;; *) done_file=$root/$done_file ;; esac
 
 say() { printf 'ralph: %s\n' "$*" >&2; }
-# $LOOPX_BIN is the loopx of this run. LOOPX_DELEGATED=1 keeps it from
-# reading this workflow's package.json (which declares loopx) as a project
-# that pins its own loopx, and warning on every call (AUTHORING.md, 8).
-output() { LOOPX_DELEGATED=1 "$LOOPX_BIN" output "$@"; }
+# $LOOPX_BIN is the loopx of this run.
+output() { "$LOOPX_BIN" output "$@"; }
 
 # A done file from an earlier run means the task is finished: starting the
 # agent again would only spend money (and a cron job would do it forever).

@@ -27,10 +27,8 @@ steps=$run_dir/steps.tsv
 tail_lines=${CHECK_TAIL_LINES:-80}
 
 say() { printf 'build-audit-fix: %s\n' "$*" >&2; }
-# $LOOPX_BIN is the loopx of this run. LOOPX_DELEGATED=1 keeps it from
-# reading this workflow's package.json (which declares loopx) as a project
-# that pins its own loopx, and warning on every call (AUTHORING.md, 8).
-output() { LOOPX_DELEGATED=1 "$LOOPX_BIN" output "$@"; }
+# $LOOPX_BIN is the loopx of this run.
+output() { "$LOOPX_BIN" output "$@"; }
 die() {
   say "$*"
   exit 1

@@ -35,10 +35,8 @@ die() {
   say "$*"
   exit 1
 }
-# $LOOPX_BIN is the loopx of this run. LOOPX_DELEGATED=1 keeps it from
-# reading this workflow's package.json (which declares loopx) as a project
-# that pins its own loopx, and warning on every call (AUTHORING.md, 8).
-output() { LOOPX_DELEGATED=1 "$LOOPX_BIN" output "$@"; }
+# $LOOPX_BIN is the loopx of this run.
+output() { "$LOOPX_BIN" output "$@"; }
 
 # FORGE_CMD and AGENT_CMD are command lines (flags and quotes allowed); the
 # arguments are appended to them.
