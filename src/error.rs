@@ -71,6 +71,11 @@ pub enum Error {
     InvalidEnvValue {
         name: String,
     },
+    /// Another `env set`/`env remove` held the env file's lock for too long.
+    EnvLockTimeout {
+        lock: PathBuf,
+        waited: std::time::Duration,
+    },
     /// A script ended with a non-zero exit code (§7.2).
     ScriptFailed {
         script: String,
@@ -324,6 +329,15 @@ impl fmt::Display for Error {
             Error::InvalidEnvValue { name } => write!(
                 f,
                 "the value for '{name}' contains a line break; env files hold single-line values only"
+            ),
+            Error::EnvLockTimeout { lock, waited } => write!(
+                f,
+                "another loopx env command has held the lock {} for over {}s; \
+                 nothing was changed\nhint: if no loopx env command is running, \
+                 check which process holds it (e.g. `fuser {}`)",
+                shown(&lock.to_string_lossy()),
+                waited.as_secs(),
+                shown(&lock.to_string_lossy())
             ),
             Error::ScriptFailed { script, code } => {
                 write!(f, "script {script} exited with code {code}; stopping the loop")
