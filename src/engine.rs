@@ -127,14 +127,7 @@ impl<'d> EnteredWorkflows<'d> {
 
 /// `LOOPX_BIN`: the realpath of the running binary (§3.4).
 fn own_binary() -> Result<PathBuf, Error> {
-    let exe = std::env::current_exe()
-        .or_else(|_| {
-            // Without /proc (some minimal containers) fall back to argv[0].
-            let argv0 = std::env::args_os().next().unwrap_or_default();
-            std::fs::canonicalize(argv0)
-        })
-        .map_err(|e| Error::io("cannot determine the path of the loopx binary", e))?;
-    std::fs::canonicalize(&exe).or(Ok(exe))
+    crate::self_exe::locate()
 }
 
 /// Loads and validates everything `run` needs before the first iteration
@@ -231,6 +224,7 @@ pub fn run(args: &RunArgs, observer: &mut dyn Observer) -> Result<(), Error> {
     // then kept for the whole run.
     let mut runtimes =
         runtime::Runtimes::new(runtime::Settings::from_env(&env), project_root.clone());
+    runtimes.require_bash(start.workflow, start.script)?;
     // After the settings above: from here on loopx's environment is the
     // scripts' (script_env.rs).
     let mut script_env = ScriptEnv::install(&env);

@@ -98,6 +98,16 @@ pub enum Error {
         program: String,
         err: io::Error,
     },
+    /// A `.sh` script with neither `/bin/bash` nor a `bash` on PATH (§6.2).
+    NoBash {
+        script: String,
+    },
+    /// Neither the kernel nor argv[0] tells where the loopx binary is, so
+    /// there is no LOOPX_BIN (§3.4); `tried` says what was tried and why
+    /// it failed.
+    NoOwnBinary {
+        tried: Vec<String>,
+    },
     /// `LOOPX_JS_RUNTIME` is neither empty, `node` nor `bun`.
     BadJsRuntime {
         value: String,
@@ -329,6 +339,18 @@ impl fmt::Display for Error {
             Error::InvalidEnvValue { name } => write!(
                 f,
                 "the value for '{name}' contains a line break; env files hold single-line values only"
+            ),
+            Error::NoBash { script } => write!(
+                f,
+                "cannot run {script}: loopx runs .sh scripts with bash, and there is \
+                 no /bin/bash and no bash on PATH; install bash (e.g. `apk add bash` \
+                 on Alpine, `apt-get install bash` on Debian) or put it on PATH"
+            ),
+            Error::NoOwnBinary { tried } => write!(
+                f,
+                "cannot determine the path of the loopx binary, which scripts get as \
+                 LOOPX_BIN: {}\nhint: mount /proc, or start loopx by its full path",
+                tried.join("; ")
             ),
             Error::EnvLockTimeout { lock, waited } => write!(
                 f,

@@ -20,6 +20,7 @@ mod package_json;
 mod process;
 mod runtime;
 mod script_env;
+mod self_exe;
 mod semver_range;
 mod signals;
 mod target;
