@@ -302,6 +302,13 @@ fn rewrite(bytes: &[u8], name: &str, replacement: Option<&str>) -> (Vec<u8>, boo
             out.extend_from_slice(r.as_bytes());
         }
     }
+    if out.starts_with(BOM) && !bytes.starts_with(BOM) {
+        // Removing the first line moved a line that starts with U+FEFF to
+        // the top, where readers take it for a byte order mark: a line that
+        // was ignored (its key is not valid) would start to count. A blank
+        // first line keeps it where it was in meaning.
+        out.insert(0, b'\n');
+    }
     (out, found)
 }
 
@@ -379,6 +386,17 @@ mod tests {
             (b"#c\nB=2\n".to_vec(), true)
         );
         assert_eq!(rw(b"B=2\n", "A", None), (b"B=2\n".to_vec(), false));
+    }
+
+    #[test]
+    fn removing_the_first_line_does_not_turn_a_later_u_feff_into_a_bom() {
+        let text = "A=1\n\u{feff}B=2\n".as_bytes();
+        let (out, found) = rw(text, "A", None);
+        assert!(found);
+        assert_eq!(out, "\n\u{feff}B=2\n".as_bytes());
+        assert!(crate::envfile::parse(&String::from_utf8_lossy(&out))
+            .vars
+            .is_empty());
     }
 
     #[test]
