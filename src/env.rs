@@ -425,3 +425,62 @@ mod tests {
         );
     }
 }
+
+/// Property tests of the rewrite behind `env set`/`env remove`: on any file,
+/// the variable ends up with the new value (or gone), every other variable
+/// keeps its value, and every other line keeps its bytes.
+#[cfg(test)]
+mod props {
+    use super::rewrite;
+    use crate::envfile::{self, assignment};
+    use crate::testing::config;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    fn vars(bytes: &[u8]) -> BTreeMap<String, String> {
+        envfile::parse(&String::from_utf8_lossy(bytes))
+            .vars
+            .into_iter()
+            .collect()
+    }
+
+    /// The lines that do not assign `name`, without their line endings.
+    fn other_lines(bytes: &[u8], name: &str) -> Vec<Vec<u8>> {
+        let body = bytes.strip_prefix("\u{feff}".as_bytes()).unwrap_or(bytes);
+        body.split(|&b| b == b'\n')
+            .filter(|l| envfile::line_key(&String::from_utf8_lossy(l)) != Some(name))
+            .filter(|l| !l.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(config(1024))]
+
+        #[test]
+        fn set_and_remove_change_one_variable_and_no_other_line(
+            file in prop_oneof![
+                crate::envfile::props::env_text(),
+                prop::collection::vec(any::<u8>(), 0..128),
+            ],
+            name in prop::sample::select(vec!["NAME", "A", "_x"]),
+            value in crate::envfile::props::value(),
+        ) {
+            let mut others = vars(&file);
+            others.remove(name);
+
+            let (set, _) = rewrite(&file, name, Some(&assignment(name, &value)));
+            let mut after = vars(&set);
+            prop_assert_eq!(after.remove(name), Some(value));
+            prop_assert_eq!(&after, &others);
+            let mut lines = other_lines(&set, name);
+            prop_assert_eq!(&lines, &other_lines(&file, name));
+
+            let (removed, found) = rewrite(&set, name, None);
+            prop_assert!(found);
+            prop_assert_eq!(vars(&removed), others);
+            lines = other_lines(&removed, name);
+            prop_assert_eq!(lines, other_lines(&file, name));
+        }
+    }
+}

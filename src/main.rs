@@ -24,6 +24,8 @@ mod self_exe;
 mod semver_range;
 mod signals;
 mod target;
+#[cfg(test)]
+mod testing;
 mod version_check;
 
 use std::io::{self, Write};

@@ -1138,3 +1138,130 @@ mod tests {
         );
     }
 }
+
+/// Property tests. Agreement with npm is the table test above; these check
+/// that no input panics and that the grammar's combinators mean what npm
+/// says they mean (`||` is "either" unless one side is "any version", a
+/// space is "both" for releases, a
+/// plain comparator compares by precedence).
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::testing::config;
+    use proptest::prelude::*;
+
+    fn version() -> impl Strategy<Value = Version> {
+        let pre =
+            prop::sample::select(vec!["", "", "-0", "-alpha", "-alpha.1", "-beta.2", "-rc.1"]);
+        (0u64..4, 0u64..4, 0u64..4, pre)
+            .prop_map(|(a, b, c, pre)| Version::parse(&format!("{a}.{b}.{c}{pre}")).unwrap())
+    }
+
+    fn release() -> impl Strategy<Value = Version> {
+        (0u64..4, 0u64..4, 0u64..4).prop_map(|(a, b, c)| Version::new(a, b, c))
+    }
+
+    /// One comparator set of npm's grammar: partial versions, x-ranges,
+    /// operators, `^`, `~`, hyphen ranges, odd spacing.
+    fn set() -> impl Strategy<Value = String> {
+        let number = prop::sample::select(vec!["0", "1", "2", "3", "x", "*", "X"]);
+        let partial = (
+            prop::sample::select(vec!["", "", "v", "="]),
+            prop::collection::vec(number, 1..4),
+            prop::sample::select(vec!["", "", "-0", "-alpha", "-beta.2"]),
+        )
+            .prop_map(|(prefix, parts, pre)| {
+                let pre = if parts.len() == 3 { pre } else { "" };
+                format!("{prefix}{}{pre}", parts.join("."))
+            });
+        let op = prop::sample::select(vec!["", "", ">", ">=", "<", "<=", "=", "^", "~", "~>"]);
+        let space = prop::sample::select(vec!["", " ", "  ", "\t"]);
+        let comparator = (op, space, partial.clone()).prop_map(|(o, s, p)| format!("{o}{s}{p}"));
+        prop_oneof![
+            4 => prop::collection::vec(comparator, 1..4).prop_map(|c| c.join(" ")),
+            1 => (partial.clone(), partial).prop_map(|(a, b)| format!("{a} - {b}")),
+        ]
+    }
+
+    fn sat(range: &str, v: &Version) -> Option<bool> {
+        parse(range).ok().map(|r| r.satisfies(v))
+    }
+
+    proptest! {
+        #![proptest_config(config(1024))]
+
+        #[test]
+        fn any_text_is_a_range_or_refused_without_panicking(
+            s in prop_oneof![
+                any::<String>(),
+                prop::collection::vec(
+                    prop::sample::select(vec![
+                        "1", "0", ".", "x", "*", "-", " ", "^", "~", ">", "<", "=", "v", "||",
+                        "-rc.1", "+b", " - ", "9007199254740992", "\u{a0}", "99999999999999999999",
+                    ]),
+                    0..16,
+                ).prop_map(|p| p.concat()),
+            ],
+            v in version(),
+        ) {
+            if let Ok(range) = parse(&s) {
+                let _ = range.satisfies(&v);
+            }
+        }
+
+        #[test]
+        fn an_alternative_holds_when_either_side_holds(
+            a in set(),
+            b in set(),
+            sep in prop::sample::select(vec!["||", " || ", "  ||\t"]),
+            v in version(),
+        ) {
+            let either = format!("{a}{sep}{b}");
+            let any = parse("*").unwrap();
+            let is_any = |s: &str| parse(s).is_ok_and(|r| r == any);
+            match (sat(&a, &v), sat(&b, &v)) {
+                // npm's quirk: an alternative that is "any version" makes the
+                // whole range "any version", which excludes prereleases
+                // (`^0.0.1-0 || *` does not match 0.0.1-0).
+                (Some(_), Some(_)) if is_any(&a) || is_any(&b) => {
+                    prop_assert_eq!(sat(&either, &v), sat("*", &v), "{}", either)
+                }
+                (Some(x), Some(y)) => prop_assert_eq!(sat(&either, &v), Some(x || y), "{}", either),
+                _ => prop_assert_eq!(sat(&either, &v), None, "{}", either),
+            }
+        }
+
+        #[test]
+        fn a_space_means_both_for_releases(
+            a in prop::sample::select(vec![">", ">=", "<", "<=", "=", "^", "~", ""]),
+            x in release(),
+            b in prop::sample::select(vec![">", ">=", "<", "<=", "=", "^", "~", ""]),
+            y in release(),
+            v in release(),
+        ) {
+            let (left, right) = (format!("{a}{x}"), format!("{b}{y}"));
+            let both = format!("{left} {right}");
+            prop_assert_eq!(
+                sat(&both, &v),
+                Some(sat(&left, &v).unwrap() && sat(&right, &v).unwrap()),
+                "{} against {}", both, v
+            );
+        }
+
+        #[test]
+        fn plain_comparators_compare_releases_by_precedence(
+            op in prop::sample::select(vec![">", ">=", "<", "<=", "=", ""]),
+            x in release(),
+            v in release(),
+        ) {
+            let want = match op {
+                ">" => v > x,
+                ">=" => v >= x,
+                "<" => v < x,
+                "<=" => v <= x,
+                _ => v == x,
+            };
+            prop_assert_eq!(sat(&format!("{op}{x}"), &v), Some(want));
+        }
+    }
+}

@@ -7,6 +7,7 @@ mod util;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
+use proptest::prelude::*;
 use util::*;
 
 /// A script that records, for each name, `NAME=[value]` or `NAME unset` in
@@ -1022,4 +1023,51 @@ fn env_set_waits_for_the_lock_and_gives_up_after_ten_seconds() {
         .success()
         .stderr_empty();
     assert_eq!(global_text(&p), "");
+}
+
+/// `PROPTEST_CASES` when set (README "Development"), else `cases`.
+fn proptest_config(cases: u32) -> proptest::test_runner::Config {
+    let mut config = proptest::test_runner::Config::default();
+    if std::env::var_os("PROPTEST_CASES").is_none() {
+        config.cases = cases;
+    }
+    config
+}
+
+proptest! {
+    #![proptest_config(proptest_config(24))]
+
+    /// §4.3: what `env set` stores, `env list` shows, for every valid name
+    /// and every value without a line break, as the real binary does it.
+    #[test]
+    fn env_set_then_list_round_trips_any_valid_name_and_value(
+        vars in proptest::collection::vec(
+            (
+                "[A-Za-z_][A-Za-z0-9_]{0,8}",
+                prop_oneof![
+                    any::<String>(),
+                    "[ \"'#=\\\\\u{a0}\u{feff}\t-]{0,6}",
+                ]
+                .prop_map(|v: String| v.replace(['\n', '\r', '\0'], "")),
+            ),
+            1..4,
+        )
+    ) {
+        let p = Project::bare();
+        let mut want = std::collections::BTreeMap::new();
+        for (name, value) in &vars {
+            let o = p.loopx(&["env", "set", name, value]).run();
+            prop_assert_eq!(o.code, Some(0), "{}", o.stderr);
+            want.insert(name.clone(), value.clone());
+        }
+        let listed: String = want.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        let o = p.loopx(&["env", "list"]).run();
+        prop_assert_eq!(o.code, Some(0));
+        prop_assert_eq!(&o.stdout, &listed);
+        prop_assert_eq!(&o.stderr, "");
+        for name in want.keys() {
+            prop_assert_eq!(p.loopx(&["env", "remove", name]).run().code, Some(0));
+        }
+        prop_assert_eq!(p.loopx(&["env", "list"]).run().stdout, "");
+    }
 }
