@@ -142,6 +142,16 @@ pub enum Error {
         status: Option<u16>,
         detail: String,
     },
+    /// The download received nothing for `secs` seconds (or could not even
+    /// connect in that time) and was abandoned.
+    DownloadStalled {
+        url: String,
+        secs: u64,
+    },
+    /// `LOOPX_INSTALL_STALL_TIMEOUT` is not a positive whole number.
+    BadStallTimeout {
+        value: String,
+    },
     /// The downloaded tarball cannot be extracted (not gzip, corrupt, or an
     /// entry refused as unsafe).
     Archive {
@@ -456,6 +466,17 @@ impl fmt::Display for Error {
             Error::Download { url, detail, .. } => {
                 write!(f, "download of {url} failed: {detail}")
             }
+            Error::DownloadStalled { url, secs } => write!(
+                f,
+                "download of {url} stalled: no data arrived for {secs}s, so loopx gave up; \
+                 nothing was installed\nhint: LOOPX_INSTALL_STALL_TIMEOUT=<seconds> waits longer"
+            ),
+            Error::BadStallTimeout { value } => write!(
+                f,
+                "LOOPX_INSTALL_STALL_TIMEOUT must be a whole number of seconds (at least 1), \
+                 got '{}'",
+                shown(value)
+            ),
             Error::Archive { url, err } => {
                 write!(f, "cannot extract the tarball from {url}: {err}")
             }
