@@ -19,3 +19,9 @@ if [ ! -d dist/npm/node_modules ] || [ ! -d dist/npm/node_modules/typescript ]; 
   (cd dist/npm && npm ci --ignore-scripts --no-audit --no-fund)
 fi
 (cd dist/npm && npm test)
+
+# ---- Ctrl-C stress (issue 18) ----------------------------------------------
+# A small count of scripts/stress.sh (runs ended by SIGINT/SIGTERM at random
+# moments: right exit code, no process left alive). By hand: -n 100.
+echo "== scripts/stress.sh (small count)"
+scripts/stress.sh -n "${LOOPX_STRESS_RUNS:-12}" -j 4
