@@ -59,7 +59,8 @@ done
   printf 'stress: -n and -j take positive whole numbers\n' >&2
   exit 1
 }
-[[ -d /proc/self ]] || { printf 'stress: needs /proc\n' >&2; exit 1; }
+[[ -d /proc/self ]] || { printf 'stress: needs /proc (Linux)\n' >&2; exit 1; }
+[[ -n ${EPOCHREALTIME:-} ]] || { printf 'stress: needs bash 5 or later\n' >&2; exit 1; }
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [[ -z $loopx ]]; then
