@@ -223,6 +223,7 @@ while read -r n signals mode phase took expected got rest; do
     second=$(( second + 1 ))
     # §7.3 (README): a second signal in the grace period kills at once.
     at=${signals#*@}
+    at=${at%s}
     if (( ms - 10#${at/./} > 1000 )); then
       slow=$(( slow + 1 ))
       extra+=" SLOW AFTER THE SECOND SIGNAL"
