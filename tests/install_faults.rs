@@ -359,29 +359,44 @@ fn next_install_succeeds_and_cleans_up(f: &Fixture) {
     );
 }
 
+/// Whether `pid` is a live process (a zombie is not).
+fn alive(pid: i32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit(") ").next().map(|rest| !rest.starts_with('Z')))
+        .unwrap_or(false)
+}
+
 #[test]
 fn sigkill_while_fetching_then_the_next_install_cleans_up() {
     let f = Fixture::new();
     let before = snapshot(&f.loopx_dir());
-    let (ready, go) = (f.tmp.path().join("ready"), f.tmp.path().join("go"));
-    // A git that starts a clone, then waits until the test says go.
+    let ready = f.tmp.path().join("ready");
+    // A git that starts a clone, says its pid, then hangs (as itself: exec).
     let path = f.tools(&[(
         "git",
-        "#!/bin/sh\nmkdir -p \"$7\" && echo partial > \"$7/index.sh\"\ntouch \"$READY\"\n\
-         while [ ! -e \"$GO\" ]; do sleep 0.05; done\nexit 128\n",
+        "#!/bin/sh\nmkdir -p \"$7\" && echo partial > \"$7/index.sh\"\n\
+         echo $$ > \"$READY\"\nexec sleep 1000\n",
     )]);
     let child = spawn(
         f.install(&["org/flow"])
             .env("PATH", path)
-            .env("READY", &ready)
-            .env("GO", &go),
+            .env("READY", &ready),
     );
-    wait_until("the fake git started", || ready.exists());
+    let mut git_pid = 0;
+    wait_until("the fake git started", || {
+        let text = fs::read_to_string(&ready).unwrap_or_default();
+        git_pid = text.trim().parse().unwrap_or(0);
+        text.ends_with('\n') && git_pid > 0
+    });
     // SAFETY: killing our own child.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGKILL) }, 0);
     let o = wait_with_output(child, Duration::from_secs(30));
     assert_eq!(o.signal, Some(libc::SIGKILL));
-    fs::write(&go, "").unwrap(); // the orphaned fake git ends
+    // The orphaned fake git goes too, by its pid.
+    // SAFETY: the fake git this test started.
+    unsafe { libc::kill(git_pid, libc::SIGKILL) };
+    wait_until("the fake git is gone", || !alive(git_pid));
     assert_eq!(snapshot(&f.loopx_dir()), before);
     let left = names(&f.tmpdir());
     assert!(
