@@ -172,4 +172,9 @@ echo "== cargo test"
 cargo test --locked --all-targets
 echo "== npm package tests (dist/npm)"
 (cd dist/npm && npm test)
+
+# A small count of scripts/stress.sh (runs ended by SIGINT/SIGTERM at random
+# moments: right exit code, no process left alive). By hand: -n 100.
+echo "== scripts/stress.sh (small count)"
+scripts/stress.sh -n "${LOOPX_STRESS_RUNS:-12}" -j 4
 echo "== no process left behind"

@@ -206,14 +206,7 @@ impl<'d> EnteredWorkflows<'d> {
 
 /// `LOOPX_BIN`: the realpath of the running binary (§3.4).
 fn own_binary() -> Result<PathBuf, Error> {
-    let exe = std::env::current_exe()
-        .or_else(|_| {
-            // Without /proc (some minimal containers) fall back to argv[0].
-            let argv0 = std::env::args_os().next().unwrap_or_default();
-            std::fs::canonicalize(argv0)
-        })
-        .map_err(|e| Error::io("cannot determine the path of the loopx binary", e))?;
-    std::fs::canonicalize(&exe).or(Ok(exe))
+    crate::self_exe::locate()
 }
 
 /// Loads and validates everything `run` needs before the first iteration
@@ -593,6 +586,7 @@ fn run_loop(
         iterations: 0,
         report,
     };
+    lp.runtimes.require_bash(start.workflow, start.script)?;
     let mut current = start;
     let mut stdin: Option<String> = None;
     loop {

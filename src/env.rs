@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::envfile;
 use crate::error::Error;
@@ -124,25 +125,119 @@ pub fn load_for_run(local: Option<&Path>) -> Result<Vec<(OsString, OsString)>, E
         .collect())
 }
 
-/// Replaces the global env file with `bytes` atomically (temp file + rename in
-/// the same directory), so a crash never leaves it half-written.
-///
-/// The file typically holds API keys, so the rewrite keeps its permissions,
-/// and a new file is private to the user (0600). A symlinked file (dotfile
-/// managers link it) is written through to its target, not replaced.
-fn write_global(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+/// How long `env set`/`env remove` wait for another writer's lock before
+/// giving up with an error.
+const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 
-    let path = match fs::symlink_metadata(path) {
+/// The file `env set`/`env remove` actually rewrite: the global env file, or
+/// the target of a symlink there (dotfile managers link it), which is written
+/// through rather than replaced.
+fn write_target(path: &Path) -> PathBuf {
+    match fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => {
             fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
         }
         _ => path.to_path_buf(),
-    };
-    let mode = fs::metadata(&path).map_or(0o600, |m| m.permissions().mode() & 0o7777);
+    }
+}
+
+/// An exclusive `flock` on `<file>.lock` beside the env file, held until
+/// dropped (closing the descriptor releases it, also when loopx is killed).
+///
+/// §8.1 leaves concurrent writes undefined; loopx serialises them, because
+/// loops running side by side keep state through `loopx env set` and a lost
+/// update is lost data. Only writers lock: readers never see a partial file
+/// since every write replaces the file by rename. The lock file stays: one
+/// removed while a writer waits on it would let two writers in at once.
+struct EnvLock {
+    _file: fs::File,
+}
+
+impl EnvLock {
+    fn acquire(file: &Path) -> Result<EnvLock, Error> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+
+        let lock_path = lock_path(file);
+        let lock = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&lock_path)
+            .map_err(|e| {
+                Error::io(
+                    format!("cannot open the lock file {}", lock_path.display()),
+                    e,
+                )
+            })?;
+        // flock has no timeout: poll without blocking, backing off up to
+        // 20 ms, until the deadline. Writers hold the lock for a few
+        // milliseconds, so waiting is rare and short.
+        let deadline = Instant::now() + LOCK_TIMEOUT;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            // SAFETY: flock on a descriptor this function owns.
+            if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(EnvLock { _file: lock });
+            }
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EWOULDBLOCK) | Some(libc::EINTR) => {}
+                _ => {
+                    return Err(Error::io(
+                        format!("cannot lock {}", lock_path.display()),
+                        err,
+                    ))
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::EnvLockTimeout {
+                    lock: lock_path,
+                    waited: LOCK_TIMEOUT,
+                });
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+}
+
+/// `<dir>/<name>.lock` for the file `<dir>/<name>`.
+fn lock_path(file: &Path) -> PathBuf {
+    let mut name = file.file_name().unwrap_or_default().to_os_string();
+    name.push(".lock");
+    file.with_file_name(name)
+}
+
+/// Runs one read-modify-write of the global env file under its lock:
+/// `change` gets the current bytes (`None` when the file does not exist) and
+/// returns the new bytes, or `None` to leave the file alone.
+fn update_global(change: impl FnOnce(Option<Vec<u8>>) -> Option<Vec<u8>>) -> Result<(), Error> {
+    let path = write_target(&global_env_path()?);
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)
         .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+    let _lock = EnvLock::acquire(&path)?;
+    if let Some(bytes) = change(read_bytes(&path)?) {
+        replace_file(&path, &bytes)?;
+    }
+    Ok(())
+}
+
+/// Replaces `path` with `bytes` atomically: a temporary file in the same
+/// directory, fsync, rename over the old file, fsync of the directory. A
+/// crash leaves the old file or the new one, never a mix, and the rename is
+/// on disk when loopx reports success.
+///
+/// The file typically holds API keys, so the rewrite keeps its permissions,
+/// and a new file is private to the user (0600).
+fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+
+    let mode = fs::metadata(path).map_or(0o600, |m| m.permissions().mode() & 0o7777);
+    let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(".env.tmp.{}", std::process::id()));
     let result = (|| {
         let mut f = fs::OpenOptions::new()
@@ -154,12 +249,18 @@ fn write_global(path: &Path, bytes: &[u8]) -> Result<(), Error> {
         f.write_all(bytes)?;
         f.set_permissions(fs::Permissions::from_mode(mode))?;
         f.sync_all()?;
-        fs::rename(&tmp, &path)
+        fs::rename(&tmp, path)
     })();
     result.map_err(|e| {
         let _ = fs::remove_file(&tmp);
         Error::io(format!("cannot write {}", path.display()), e)
-    })
+    })?;
+    // The rename is durable only once the directory is synced. Some
+    // filesystems refuse fsync on a directory; the file is in place anyway.
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
 }
 
 /// The file with every assignment to `name` removed and, when `replacement`
@@ -202,6 +303,13 @@ fn rewrite(bytes: &[u8], name: &str, replacement: Option<&str>) -> (Vec<u8>, boo
             out.extend_from_slice(r.as_bytes());
         }
     }
+    if out.starts_with(BOM) && !bytes.starts_with(BOM) {
+        // Removing the first line moved a line that starts with U+FEFF to
+        // the top, where readers take it for a byte order mark: a line that
+        // was ignored (its key is not valid) would start to count. A blank
+        // first line keeps it where it was in meaning.
+        out.insert(0, b'\n');
+    }
     (out, found)
 }
 
@@ -217,23 +325,21 @@ pub fn set(name: &str, value: &str) -> Result<(), Error> {
             name: name.to_string(),
         });
     }
-    let path = global_env_path()?;
-    let existing = read_bytes(&path)?.unwrap_or_default();
-    let (bytes, _) = rewrite(&existing, name, Some(&envfile::assignment(name, value)));
-    write_global(&path, &bytes)
+    let line = envfile::assignment(name, value);
+    update_global(|existing| Some(rewrite(&existing.unwrap_or_default(), name, Some(&line)).0))
 }
 
 /// `loopx env remove <name>`: a missing variable is a silent no-op (§4.3).
 pub fn remove(name: &str) -> Result<(), Error> {
-    let path = global_env_path()?;
-    let Some(existing) = read_bytes(&path)? else {
+    // Nothing to remove from a file that does not exist: don't create its
+    // directory (or a lock file) just to find that out.
+    if read_bytes(&global_env_path()?)?.is_none() {
         return Ok(());
-    };
-    let (bytes, removed) = rewrite(&existing, name, None);
-    if removed {
-        write_global(&path, &bytes)?;
     }
-    Ok(())
+    update_global(|existing| {
+        let (bytes, removed) = rewrite(&existing?, name, None);
+        removed.then_some(bytes)
+    })
 }
 
 /// `loopx env list`: `KEY=VALUE` lines sorted by key, last occurrence wins.
@@ -284,6 +390,17 @@ mod tests {
     }
 
     #[test]
+    fn removing_the_first_line_does_not_turn_a_later_u_feff_into_a_bom() {
+        let text = "A=1\n\u{feff}B=2\n".as_bytes();
+        let (out, found) = rw(text, "A", None);
+        assert!(found);
+        assert_eq!(out, "\n\u{feff}B=2\n".as_bytes());
+        assert!(crate::envfile::parse(&String::from_utf8_lossy(&out))
+            .vars
+            .is_empty());
+    }
+
+    #[test]
     fn other_lines_keep_their_bytes_endings_and_bom() {
         let text = b"\xef\xbb\xbfA=1\r\n# caf\xe9\r\nB=2";
         assert_eq!(
@@ -307,5 +424,64 @@ mod tests {
             rw(text, "B", None),
             (b"\xef\xbb\xbfA=1\r\n# caf\xe9\r\n".to_vec(), true)
         );
+    }
+}
+
+/// Property tests of the rewrite behind `env set`/`env remove`: on any file,
+/// the variable ends up with the new value (or gone), every other variable
+/// keeps its value, and every other line keeps its bytes.
+#[cfg(test)]
+mod props {
+    use super::rewrite;
+    use crate::envfile::{self, assignment};
+    use crate::testing::config;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    fn vars(bytes: &[u8]) -> BTreeMap<String, String> {
+        envfile::parse(&String::from_utf8_lossy(bytes))
+            .vars
+            .into_iter()
+            .collect()
+    }
+
+    /// The lines that do not assign `name`, without their line endings.
+    fn other_lines(bytes: &[u8], name: &str) -> Vec<Vec<u8>> {
+        let body = bytes.strip_prefix("\u{feff}".as_bytes()).unwrap_or(bytes);
+        body.split(|&b| b == b'\n')
+            .filter(|l| envfile::line_key(&String::from_utf8_lossy(l)) != Some(name))
+            .filter(|l| !l.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(config(1024))]
+
+        #[test]
+        fn set_and_remove_change_one_variable_and_no_other_line(
+            file in prop_oneof![
+                crate::envfile::props::env_text(),
+                prop::collection::vec(any::<u8>(), 0..128),
+            ],
+            name in prop::sample::select(vec!["NAME", "A", "_x"]),
+            value in crate::envfile::props::value(),
+        ) {
+            let mut others = vars(&file);
+            others.remove(name);
+
+            let (set, _) = rewrite(&file, name, Some(&assignment(name, &value)));
+            let mut after = vars(&set);
+            prop_assert_eq!(after.remove(name), Some(value));
+            prop_assert_eq!(&after, &others);
+            let mut lines = other_lines(&set, name);
+            prop_assert_eq!(&lines, &other_lines(&file, name));
+
+            let (removed, found) = rewrite(&set, name, None);
+            prop_assert!(found);
+            prop_assert_eq!(vars(&removed), others);
+            lines = other_lines(&removed, name);
+            prop_assert_eq!(lines, other_lines(&file, name));
+        }
     }
 }

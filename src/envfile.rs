@@ -243,3 +243,103 @@ mod tests {
         }
     }
 }
+
+/// Property tests: any bytes parse without a panic into valid keys and
+/// in-range line numbers; every value `env set` can write reads back.
+#[cfg(test)]
+pub(crate) mod props {
+    use super::*;
+    use crate::testing::config;
+    use proptest::prelude::*;
+
+    /// Lines that exercise the grammar: comments, quotes, bad keys, JS
+    /// whitespace, a BOM, NUL, bytes that are not UTF-8.
+    pub fn env_text() -> impl Strategy<Value = Vec<u8>> {
+        let line = prop_oneof![
+            prop::sample::select(vec![
+                "A=1",
+                "NAME=old",
+                "NAME='q'",
+                "NAME=\"x",
+                "# c",
+                "  # c",
+                "",
+                "   ",
+                "NAME =x",
+                " NAME=1",
+                "\u{feff}NAME=2",
+                "export A=1",
+                "noequals",
+                "1BAD=x",
+                "A=x\0y",
+                "A=\u{a0}v\u{3000}",
+                "=",
+                "NAME=\"\"",
+                "A=b=c",
+                "\r",
+            ])
+            .prop_map(|l| l.as_bytes().to_vec()),
+            prop::collection::vec(any::<u8>(), 0..16),
+        ];
+        (
+            any::<bool>(),
+            prop::collection::vec((line, prop::sample::select(vec!["\n", "\r\n", ""])), 0..10),
+        )
+            .prop_map(|(bom, lines)| {
+                let mut text = if bom {
+                    "\u{feff}".as_bytes().to_vec()
+                } else {
+                    Vec::new()
+                };
+                for (line, end) in lines {
+                    text.extend(line);
+                    text.extend_from_slice(if end.is_empty() {
+                        b"\n"
+                    } else {
+                        end.as_bytes()
+                    });
+                }
+                text
+            })
+    }
+
+    /// A value `loopx env set` accepts (§4.3): anything without a line break
+    /// (or NUL, which no argument can hold).
+    pub fn value() -> impl Strategy<Value = String> {
+        prop_oneof![any::<String>(), "[ \"'#=a\\\\\u{a0}\u{feff}\t]{0,8}",]
+            .prop_map(|v| v.replace(['\n', '\r', '\0'], ""))
+    }
+
+    proptest! {
+        #![proptest_config(config(1024))]
+
+        #[test]
+        fn any_bytes_parse_without_panicking(
+            bytes in prop_oneof![prop::collection::vec(any::<u8>(), 0..256), env_text()]
+        ) {
+            let text = String::from_utf8_lossy(&bytes);
+            let parsed = parse(&text);
+            let lines = strip_bom(&text).lines().count();
+            for (key, value) in &parsed.vars {
+                prop_assert!(is_valid_key(key), "{key:?}");
+                prop_assert!(!value.contains('\n') && !value.contains('\0'));
+            }
+            for bad in &parsed.bad_lines {
+                prop_assert!((1..=lines).contains(&bad.line));
+            }
+            for line in text.lines() {
+                let _ = line_key(line);
+            }
+        }
+
+        #[test]
+        fn every_value_env_set_writes_reads_back(
+            key in "[A-Za-z_][A-Za-z0-9_]{0,12}",
+            value in value(),
+        ) {
+            let line = assignment(&key, &value);
+            prop_assert_eq!(parse(&line).vars, vec![(key.clone(), value)]);
+            prop_assert_eq!(line_key(&line), Some(key.as_str()));
+        }
+    }
+}

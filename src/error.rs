@@ -71,6 +71,11 @@ pub enum Error {
     InvalidEnvValue {
         name: String,
     },
+    /// Another `env set`/`env remove` held the env file's lock for too long.
+    EnvLockTimeout {
+        lock: PathBuf,
+        waited: std::time::Duration,
+    },
     /// A script ended with a non-zero exit code (§7.2).
     ScriptFailed {
         script: String,
@@ -98,6 +103,16 @@ pub enum Error {
         script: String,
         program: String,
         err: io::Error,
+    },
+    /// A `.sh` script with neither `/bin/bash` nor a `bash` on PATH (§6.2).
+    NoBash {
+        script: String,
+    },
+    /// Neither the kernel nor argv[0] tells where the loopx binary is, so
+    /// there is no LOOPX_BIN (§3.4); `tried` says what was tried and why
+    /// it failed.
+    NoOwnBinary {
+        tried: Vec<String>,
     },
     /// `LOOPX_JS_RUNTIME` is neither empty, `node` nor `bun`.
     BadJsRuntime {
@@ -132,6 +147,16 @@ pub enum Error {
         url: String,
         status: Option<u16>,
         detail: String,
+    },
+    /// The download received nothing for `secs` seconds (or could not even
+    /// connect in that time) and was abandoned.
+    DownloadStalled {
+        url: String,
+        secs: u64,
+    },
+    /// `LOOPX_INSTALL_STALL_TIMEOUT` is not a positive whole number.
+    BadStallTimeout {
+        value: String,
     },
     /// The downloaded tarball cannot be extracted (not gzip, corrupt, or an
     /// entry refused as unsafe).
@@ -353,6 +378,27 @@ impl fmt::Display for Error {
                 f,
                 "the value for '{name}' contains a line break; env files hold single-line values only"
             ),
+            Error::NoBash { script } => write!(
+                f,
+                "cannot run {script}: loopx runs .sh scripts with bash, and there is \
+                 no /bin/bash and no bash on PATH; install bash (e.g. `apk add bash` \
+                 on Alpine, `apt-get install bash` on Debian) or put it on PATH"
+            ),
+            Error::NoOwnBinary { tried } => write!(
+                f,
+                "cannot determine the path of the loopx binary, which scripts get as \
+                 LOOPX_BIN: {}\nhint: mount /proc, or start loopx by its full path",
+                tried.join("; ")
+            ),
+            Error::EnvLockTimeout { lock, waited } => write!(
+                f,
+                "another loopx env command has held the lock {} for over {}s; \
+                 nothing was changed\nhint: if no loopx env command is running, \
+                 check which process holds it (e.g. `fuser {}`)",
+                shown(&lock.to_string_lossy()),
+                waited.as_secs(),
+                shown(&lock.to_string_lossy())
+            ),
             Error::ScriptFailed { script, code } => {
                 write!(f, "script {script} exited with code {code}; stopping the loop")
             }
@@ -453,6 +499,17 @@ impl fmt::Display for Error {
             Error::Download { url, detail, .. } => {
                 write!(f, "download of {url} failed: {detail}")
             }
+            Error::DownloadStalled { url, secs } => write!(
+                f,
+                "download of {url} stalled: no data arrived for {secs}s, so loopx gave up; \
+                 nothing was installed\nhint: LOOPX_INSTALL_STALL_TIMEOUT=<seconds> waits longer"
+            ),
+            Error::BadStallTimeout { value } => write!(
+                f,
+                "LOOPX_INSTALL_STALL_TIMEOUT must be a whole number of seconds (at least 1), \
+                 got '{}'",
+                shown(value)
+            ),
             Error::Archive { url, err } => {
                 write!(f, "cannot extract the tarball from {url}: {err}")
             }

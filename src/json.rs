@@ -1241,3 +1241,147 @@ pub(crate) mod tests {
         assert!(parse(&json).is_some());
     }
 }
+
+/// Property tests: any text is read or refused without a panic, generated
+/// JSON reads back as written, nesting depth and number size are unbounded.
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::testing::{self, config, Json};
+    use proptest::prelude::*;
+
+    /// Whether `v` is what `JSON.parse` makes of the text of `m`.
+    fn reads_as(v: &Value, m: &Json) -> bool {
+        match (v, m) {
+            (Value::Null, Json::Null) => true,
+            (Value::Bool(a), Json::Bool(b)) => a == b,
+            (Value::Number(n), Json::Num(text, _)) => text
+                .parse::<f64>()
+                .is_ok_and(|x| x.to_bits() == n.to_bits()),
+            (Value::String(s), Json::Str(lit)) => *s == lit.value(),
+            (Value::Array(items), Json::Arr(models)) => {
+                items.len() == models.len() && items.iter().zip(models).all(|(v, m)| reads_as(v, m))
+            }
+            (Value::Object(members), Json::Obj(models)) => {
+                members.len() == models.len()
+                    && members
+                        .iter()
+                        .zip(models)
+                        .all(|((k, v), (mk, m))| *k == mk.value() && reads_as(v, m))
+            }
+            _ => false,
+        }
+    }
+
+    /// Fragments that JSON text is made of, so random glue reaches deep
+    /// into the grammar rather than failing at the first byte.
+    fn soup() -> impl Strategy<Value = String> {
+        let pieces = prop::sample::select(vec![
+            "{",
+            "}",
+            "[",
+            "]",
+            ":",
+            ",",
+            "\"",
+            "\\",
+            "\\u",
+            "d83d",
+            "DC00",
+            "u",
+            "0",
+            "1",
+            "-",
+            ".",
+            "e",
+            "E",
+            "+",
+            "true",
+            "fals",
+            "null",
+            " ",
+            "\n",
+            "\"result\"",
+            "\"goto\"",
+            "\"stop\"",
+            "1e999",
+            "\u{0}",
+            "é",
+            "\u{2028}",
+            "\u{feff}",
+        ]);
+        prop::collection::vec(pieces, 0..48).prop_map(|p| p.concat())
+    }
+
+    proptest! {
+        #![proptest_config(config(1024))]
+
+        #[test]
+        fn any_text_is_read_or_refused_without_panicking(
+            text in prop_oneof![any::<String>(), soup()]
+        ) {
+            if let Some(v) = parse(&text) {
+                let _ = to_js_string(&v);
+            }
+            let _ = parse_deferring(&text, 0);
+        }
+
+        #[test]
+        fn generated_json_reads_back_as_written(
+            m in testing::json(false),
+            ws in prop::collection::vec(0usize..8, 0..6),
+        ) {
+            let mut text = Vec::new();
+            m.write(&mut text, &ws);
+            let text = String::from_utf8(text).unwrap();
+            let v = parse(&text);
+            prop_assert!(v.as_ref().is_some_and(|v| reads_as(v, &m)), "{text:?} read as {v:?}");
+            prop_assert_eq!(to_js_string(v.as_ref().unwrap()), m.js_string());
+        }
+
+        #[test]
+        fn numbers_of_any_size_read_as_javascript_reads_them(
+            int in "-?(0|[1-9][0-9]{0,400})",
+            frac in proptest::option::of("[0-9]{1,60}"),
+            exp in proptest::option::of("[eE][+-]?[0-9]{1,25}"),
+        ) {
+            let text = format!("{int}{}{}", frac.map(|f| format!(".{f}")).unwrap_or_default(),
+                exp.unwrap_or_default());
+            let want: f64 = text.parse().unwrap();
+            match parse(&text) {
+                Some(Value::Number(n)) => prop_assert_eq!(n.to_bits(), want.to_bits(), "{}", text),
+                other => prop_assert!(false, "{text} read as {other:?}"),
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(config(32))]
+
+        /// V8 accepts any depth; so must a parser of untrusted stdout, and
+        /// neither reading, `String()`, nor dropping may overflow the stack.
+        #[test]
+        fn nesting_of_any_depth_is_read_without_overflow(
+            depth in 1usize..200_000,
+            (open, close, js) in prop::sample::select(vec![
+                ("[", "]", 0u8), ("{\"result\":", "}", 1), ("[1,", "]", 2),
+            ]),
+            complete in any::<bool>(),
+        ) {
+            let mut text = open.repeat(depth) + "0" + &close.repeat(depth);
+            if !complete {
+                text.pop();
+            }
+            let v = parse(&text);
+            prop_assert_eq!(v.is_some(), complete);
+            if let Some(v) = v {
+                let want = match js {
+                    0 => "0".to_string(),
+                    1 => "[object Object]".to_string(),
+                    _ => "1,".repeat(depth) + "0",
+                };
+                prop_assert_eq!(to_js_string(&v), want);
+            }
+        }
+    }
+}

@@ -26,12 +26,15 @@ mod run_flags;
 mod run_log;
 mod runtime;
 mod script_env;
+mod self_exe;
 mod semver_range;
 mod signals;
 mod status;
 mod supervisor;
 mod target;
 mod terminal;
+#[cfg(test)]
+mod testing;
 mod text;
 mod version_check;
 

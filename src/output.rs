@@ -1012,3 +1012,142 @@ process.stdout.write(JSON.stringify(out));
         assert!(notes(r#"{"goto":["a"]}"#)[0].contains("goto is an array"));
     }
 }
+
+/// Property tests: any stdout is interpreted without a panic, structured
+/// output follows §2.3 field by field, and what `loopx output` prints reads
+/// back as the fields it was given, for every combination of flags.
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::cli::{self, Command};
+    use crate::testing::{self, config, Json};
+    use proptest::prelude::*;
+    use std::ffi::OsString;
+
+    /// §2.3 applied to a generated stdout: the model says which fields hold
+    /// what, the raw text is the fallback.
+    fn expected(stdout: &[u8], m: &Json) -> Output {
+        let known = ["result", "goto", "stop"];
+        if !matches!(m, Json::Obj(_)) || known.iter().all(|k| m.member(k).is_none()) {
+            return raw(String::from_utf8_lossy(stdout).into_owned());
+        }
+        Output {
+            result: m.member("result").map(Json::js_string),
+            goto: match m.member("goto") {
+                Some(Json::Str(s)) => Some(s.value()),
+                _ => None,
+            },
+            stop: matches!(m.member("stop"), Some(Json::Bool(true))),
+        }
+    }
+
+    /// Objects with §2.3's keys (and others), any values; sometimes not an
+    /// object at all.
+    fn stdout_model() -> impl Strategy<Value = Json> {
+        prop_oneof![
+            4 => prop::collection::vec((testing::key(true), testing::json(true)), 0..6)
+                .prop_map(Json::Obj),
+            1 => testing::json(true),
+        ]
+    }
+
+    /// `loopx output` arguments for the given fields, in the given order,
+    /// each value as `--flag value` or `--flag=value`.
+    fn output_args(
+        result: &Option<String>,
+        goto: &Option<String>,
+        stop: bool,
+        order: &[usize],
+        joined: &[bool],
+    ) -> Vec<OsString> {
+        let mut flags: Vec<Vec<String>> = Vec::new();
+        for (name, value) in [("--result", result), ("--goto", goto)] {
+            if let Some(v) = value {
+                flags.push(if joined[flags.len()] {
+                    vec![format!("{name}={v}")]
+                } else {
+                    vec![name.to_string(), v.clone()]
+                });
+            }
+        }
+        if stop {
+            flags.push(vec!["--stop".to_string()]);
+        }
+        let mut args = vec![OsString::from("output")];
+        let n = flags.len();
+        for i in order.iter().map(|i| i % n.max(1)).chain(0..n) {
+            if let Some(flag) = flags.get_mut(i).filter(|f| !f.is_empty()) {
+                args.extend(flag.drain(..).map(OsString::from));
+            }
+        }
+        args
+    }
+
+    proptest! {
+        #![proptest_config(config(1024))]
+
+        #[test]
+        fn any_stdout_is_interpreted_without_panicking(
+            bytes in prop::collection::vec(any::<u8>(), 0..256),
+            brace in any::<bool>(),
+        ) {
+            let mut stdout = if brace { b"{".to_vec() } else { Vec::new() };
+            stdout.extend_from_slice(&bytes);
+            let out = parse(stdout.clone());
+            if stdout.iter().find(|b| !b" \t\n\r".contains(b)) != Some(&b'{') {
+                // Not an object: the whole text is the result (§2.3).
+                prop_assert_eq!(out, raw(String::from_utf8_lossy(&stdout).into_owned()));
+            }
+        }
+
+        #[test]
+        fn structured_output_follows_section_2_3(
+            m in stdout_model(),
+            ws in prop::collection::vec(0usize..8, 0..6),
+        ) {
+            let mut stdout = Vec::new();
+            m.write(&mut stdout, &ws);
+            prop_assert_eq!(parse(stdout.clone()), expected(&stdout, &m), "{:?}",
+                String::from_utf8_lossy(&stdout));
+        }
+
+        #[test]
+        fn loopx_output_reads_back_as_the_fields_it_was_given(
+            result in proptest::option::of(any::<String>()),
+            goto in proptest::option::of(any::<String>()),
+            stop in any::<bool>(),
+            order in prop::collection::vec(0usize..3, 3),
+            joined in prop::collection::vec(any::<bool>(), 2),
+        ) {
+            let args = output_args(&result, &goto, stop, &order, &joined);
+            match cli::parse(args.clone()) {
+                Ok(Command::Output(out)) => {
+                    let want = Output { result, goto, stop };
+                    prop_assert_eq!(&out, &want, "{:?}", args);
+                    prop_assert_eq!(parse(to_json(&out).into_bytes()), want);
+                }
+                Ok(_) => prop_assert!(false, "{args:?} is not `loopx output`"),
+                // No flag at all is the one usage error (§4.3).
+                Err(e) => prop_assert!(result.is_none() && goto.is_none() && !stop, "{args:?}: {e}"),
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(config(32))]
+
+        #[test]
+        fn deep_values_beside_the_known_fields_change_nothing(
+            depth in 1usize..100_000,
+            goto in "[a-z:]{1,12}",
+        ) {
+            let stdout = format!(
+                "{{\"goto\":\"{goto}\",\"x\":{}0{},\"result\":{}0{}}}",
+                "[".repeat(depth), "]".repeat(depth), "{\"a\":".repeat(depth), "}".repeat(depth),
+            );
+            let out = parse(stdout.into_bytes());
+            prop_assert_eq!(out.goto, Some(goto));
+            prop_assert_eq!(out.result.as_deref(), Some("[object Object]"));
+        }
+    }
+}

@@ -1,7 +1,8 @@
 //! Which program runs a script, and how (§6.2, §6.3, §3.3; DESIGN.md "JS/TS
 //! runtime").
 //!
-//! Bash scripts run as `/bin/bash <script>`. For JS/TS scripts the runtime is
+//! Bash scripts run as `/bin/bash <script>` (where there is no `/bin/bash`,
+//! with the first `bash` on PATH). For JS/TS scripts the runtime is
 //! chosen once per run, lazily, when the loop first reaches such a script:
 //!
 //! 1. Bun when `LOOPX_JS_RUNTIME=bun` (the npm shim sets it when it runs
@@ -186,13 +187,27 @@ fn register_with_tsx(register: &OsStr, tsx_loader: &OsStr) -> OsString {
 
 /// The first executable `name` on `path`.
 pub fn which(name: &str, path: Option<&OsStr>) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
     std::env::split_paths(path?)
         .filter(|dir| !dir.as_os_str().is_empty())
         .map(|dir| dir.join(name))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+        .find(|p| is_executable(p))
+}
+
+/// A regular file (after symlinks) with an execute bit.
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The bash that runs `.sh` scripts: `/bin/bash` as §6.2 says, else the
+/// first `bash` on `path`, for hosts that have no `/bin/bash` (NixOS, Guix,
+/// Alpine without the bash package).
+pub fn find_bash(path: Option<&OsStr>) -> Option<PathBuf> {
+    let standard = Path::new("/bin/bash");
+    if is_executable(standard) {
+        return Some(standard.to_path_buf());
+    }
+    which("bash", path)
 }
 
 /// The ESM loader of a tsx package directory: what `import "tsx"` resolves
@@ -296,6 +311,8 @@ struct Js {
 pub struct Runtimes {
     settings: Settings,
     project_root: PathBuf,
+    /// Found when the first bash script needs it, then kept.
+    bash: Option<PathBuf>,
     js: Option<Js>,
 }
 
@@ -304,7 +321,34 @@ impl Runtimes {
         Runtimes {
             settings,
             project_root,
+            bash: None,
             js: None,
+        }
+    }
+
+    /// The bash for `.sh` scripts (`label` names the script for the error).
+    fn bash(&mut self, label: &str) -> Result<PathBuf, Error> {
+        if let Some(bash) = &self.bash {
+            return Ok(bash.clone());
+        }
+        let bash = find_bash(self.settings.path.as_deref()).ok_or_else(|| Error::NoBash {
+            script: label.to_string(),
+        })?;
+        Ok(self.bash.insert(bash).clone())
+    }
+
+    /// Fails before the first iteration when the starting workflow has
+    /// `.sh` scripts and there is no bash to run them, rather than in the
+    /// middle of the loop. The error names `start` when it is one of them.
+    pub fn require_bash(&mut self, workflow: &Workflow, start: &Script) -> Result<(), Error> {
+        let first_bash = std::iter::once(start)
+            .chain(workflow.scripts.values())
+            .find(|s| s.kind == Kind::Bash);
+        match first_bash {
+            Some(script) => self
+                .bash(&format!("{}:{}", workflow.name, script.name))
+                .map(drop),
+            None => Ok(()),
         }
     }
 
@@ -321,7 +365,7 @@ impl Runtimes {
             // §6.2: `/bin/bash <script>`, never a shell string, regardless of
             // the file's executable bit or shebang.
             return Ok(Program {
-                program: PathBuf::from("/bin/bash"),
+                program: self.bash(label)?,
                 args: vec![script_arg],
                 env: Vec::new(),
             });

@@ -146,3 +146,59 @@ mod tests {
         assert_eq!(parse("other:x").unwrap().for_goto("ralph"), ("other", "x"));
     }
 }
+
+/// Property tests against an oracle written from §4.1's wording: a target
+/// is a name, or two names around exactly one colon; names match
+/// `[a-zA-Z0-9_][a-zA-Z0-9_-]*`.
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::testing::config;
+    use proptest::prelude::*;
+
+    fn name_ok(s: &str) -> bool {
+        let ok =
+            |c: char, first: bool| c.is_ascii_alphanumeric() || c == '_' || (!first && c == '-');
+        let mut chars = s.chars();
+        chars.next().is_some_and(|c| ok(c, true)) && chars.all(|c| ok(c, false))
+    }
+
+    /// Short strings over the characters that matter, and any string.
+    fn target_text() -> impl Strategy<Value = String> {
+        let c = prop::sample::select(vec!['a', 'Z', '0', '_', '-', ':', '.', ' ', 'é', '/', '\0']);
+        prop_oneof![
+            3 => prop::collection::vec(c, 0..8).prop_map(|v| v.into_iter().collect()),
+            1 => any::<String>(),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(config(1024))]
+
+        #[test]
+        fn targets_are_names_around_at_most_one_colon(s in target_text()) {
+            let parts: Vec<&str> = s.split(':').collect();
+            let want = match parts[..] {
+                [bare] if name_ok(bare) => Some(Target::Bare(bare)),
+                [w, sc] if name_ok(w) && name_ok(sc) => Some(Target::Qualified(w, sc)),
+                _ => None,
+            };
+            let got = parse(&s);
+            if let Err(why) = &got {
+                let _ = why.to_string();
+            }
+            prop_assert_eq!(got.ok(), want);
+            if let Some(t) = want {
+                let (w, sc, given) = t.for_run();
+                prop_assert_eq!(given, s.contains(':'));
+                prop_assert_eq!(if given { format!("{w}:{sc}") } else { w.to_string() }, s.clone());
+                // goto: a bare name is a script of the current workflow.
+                let want_goto = if given { (w, sc) } else { ("current", w) };
+                prop_assert_eq!(t.for_goto("current"), want_goto);
+                if !given {
+                    prop_assert_eq!(sc, "index");
+                }
+            }
+        }
+    }
+}

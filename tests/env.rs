@@ -7,6 +7,7 @@ mod util;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
+use proptest::prelude::*;
 use util::*;
 
 /// A script that records, for each name, `NAME=[value]` or `NAME unset` in
@@ -883,4 +884,190 @@ fn env_set_writes_through_a_symlinked_env_file() {
         .run()
         .success()
         .stdout_is("A=1\nB=2\n");
+}
+
+/// Starts `loopx env <args>` for each argument list at once, then waits for
+/// all of them.
+fn env_all_at_once(p: &Project, commands: &[Vec<String>]) -> Vec<Outcome> {
+    let children: Vec<_> = commands
+        .iter()
+        .map(|args| {
+            let mut all = vec!["env"];
+            all.extend(args.iter().map(String::as_str));
+            let mut run = p.loopx(&all);
+            run.cmd
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            run.cmd.spawn().expect("spawn loopx")
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|c| wait_with_output(c, std::time::Duration::from_secs(60)))
+        .collect()
+}
+
+#[test]
+fn concurrent_env_set_and_remove_lose_no_update() {
+    // Loops running side by side keep state through `loopx env set`: every
+    // update must land, and the file must stay whole (README "Reliability").
+    let p = Project::bare();
+    p.global_env("# kept\nKEEP=1\n");
+    let path = p.global_env_path();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).expect("chmod");
+    // Long values: a torn or interleaved write would show in the lines.
+    let value = |i: usize| format!("value {i} {}", "x".repeat(64 + i));
+    let sets: Vec<Vec<String>> = (0..50)
+        .map(|i| vec!["set".into(), format!("VAR_{i}"), value(i)])
+        .collect();
+    for o in env_all_at_once(&p, &sets) {
+        o.success().stderr_empty();
+    }
+    let removes: Vec<Vec<String>> = (0..50)
+        .filter(|i| i % 2 == 0)
+        .map(|i| vec!["remove".into(), format!("VAR_{i}")])
+        .collect();
+    assert_eq!(removes.len(), 25);
+    for o in env_all_at_once(&p, &removes) {
+        o.success().stderr_empty();
+    }
+
+    let mut remaining: Vec<String> = (0..50)
+        .filter(|i| i % 2 == 1)
+        .map(|i| format!("VAR_{i}=\"{}\"", value(i)))
+        .collect();
+    let text = global_text(&p);
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    assert!(text.ends_with('\n'), "{text}");
+    // The two original lines stay first; the rest in whatever order the
+    // writers got the lock.
+    assert_eq!(lines[..2], ["# kept", "KEEP=1"], "{text}");
+    let mut added = lines.split_off(2);
+    added.sort();
+    remaining.sort();
+    assert_eq!(added, remaining);
+    assert_eq!(
+        fs::metadata(&path).expect("stat").permissions().mode() & 0o7777,
+        0o640
+    );
+    let listed = p.loopx(&["env", "list"]).run();
+    listed.success();
+    assert_eq!(listed.stdout.lines().count(), 26);
+    // No temporary file is left beside the env file.
+    let dir = path.parent().expect("parent");
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["env", "env.lock"]);
+}
+
+/// Holds an exclusive flock on `path` until dropped, as another `loopx env`
+/// writer would.
+struct HeldLock {
+    _file: fs::File,
+}
+
+impl HeldLock {
+    fn take(path: &std::path::Path) -> HeldLock {
+        use std::os::fd::AsRawFd;
+        fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        let f = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .expect("open lock file");
+        // SAFETY: flock on a descriptor owned by `f`.
+        assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+        HeldLock { _file: f }
+    }
+}
+
+#[test]
+fn env_set_waits_for_the_lock_and_gives_up_after_ten_seconds() {
+    let p = Project::bare();
+    p.global_env("A=1\n");
+    let lock_path = p.global_env_path().with_file_name("env.lock");
+    let held = HeldLock::take(&lock_path);
+
+    // A writer that never lets go: after 10 s loopx says so and changes nothing.
+    let start = std::time::Instant::now();
+    p.loopx(&["env", "set", "B", "2"])
+        .run()
+        .failure()
+        .stdout_empty()
+        .stderr_has("another loopx env command has held the lock")
+        .stderr_has("for over 10s; nothing was changed");
+    let waited = start.elapsed();
+    assert!(waited >= std::time::Duration::from_secs(10), "{waited:?}");
+    assert_eq!(global_text(&p), "A=1\n");
+
+    // A writer that lets go: loopx waits for it, then writes.
+    let mut run = p.loopx(&["env", "remove", "A"]);
+    run.cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = run.cmd.spawn().expect("spawn");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "did not wait"
+    );
+    assert_eq!(global_text(&p), "A=1\n");
+    drop(held);
+    wait_with_output(child, std::time::Duration::from_secs(30))
+        .success()
+        .stderr_empty();
+    assert_eq!(global_text(&p), "");
+}
+
+/// `PROPTEST_CASES` when set (README "Development"), else `cases`.
+fn proptest_config(cases: u32) -> proptest::test_runner::Config {
+    let mut config = proptest::test_runner::Config::default();
+    if std::env::var_os("PROPTEST_CASES").is_none() {
+        config.cases = cases;
+    }
+    config
+}
+
+proptest! {
+    #![proptest_config(proptest_config(24))]
+
+    /// §4.3: what `env set` stores, `env list` shows, for every valid name
+    /// and every value without a line break, as the real binary does it.
+    #[test]
+    fn env_set_then_list_round_trips_any_valid_name_and_value(
+        vars in proptest::collection::vec(
+            (
+                "[A-Za-z_][A-Za-z0-9_]{0,8}",
+                prop_oneof![
+                    any::<String>(),
+                    "[ \"'#=\\\\\u{a0}\u{feff}\t-]{0,6}",
+                ]
+                .prop_map(|v: String| v.replace(['\n', '\r', '\0'], "")),
+            ),
+            1..4,
+        )
+    ) {
+        let p = Project::bare();
+        let mut want = std::collections::BTreeMap::new();
+        for (name, value) in &vars {
+            let o = p.loopx(&["env", "set", name, value]).run();
+            prop_assert_eq!(o.code, Some(0), "{}", o.stderr);
+            want.insert(name.clone(), value.clone());
+        }
+        let listed: String = want.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        let o = p.loopx(&["env", "list"]).run();
+        prop_assert_eq!(o.code, Some(0));
+        prop_assert_eq!(&o.stdout, &listed);
+        prop_assert_eq!(&o.stderr, "");
+        for name in want.keys() {
+            prop_assert_eq!(p.loopx(&["env", "remove", name]).run().code, Some(0));
+        }
+        prop_assert_eq!(p.loopx(&["env", "list"]).run().stdout, "");
+    }
 }

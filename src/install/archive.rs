@@ -819,3 +819,268 @@ mod tests {
         assert_eq!(source_root(single_link.path()), single_link.path());
     }
 }
+
+/// Property tests: entry paths are accepted exactly when they are relative
+/// and free of `..`; symlink targets never lead out of the destination; and
+/// extracting any archive built from hostile entries — or any bytes at all —
+/// writes nothing outside the destination, through no symlink, and nothing
+/// but plain files, directories and symlinks that stay inside.
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::install::testutil::TempDir;
+    use crate::testing::config;
+    use flate2::write::GzEncoder;
+    use flate2::Compression;
+    use proptest::prelude::*;
+    use std::os::unix::fs::MetadataExt;
+
+    /// Paths built from a few names, `..`, `.` and empty components,
+    /// sometimes absolute. `up` weighs `..` against the names: entry names
+    /// need few (one refused entry ends the extraction), link targets many.
+    fn path_text(max: usize, up: u32) -> impl Strategy<Value = String> {
+        let part = prop_oneof![
+            6 => prop::sample::select(vec!["a", "s", "t"]),
+            up => Just(".."),
+            1 => Just("."),
+            1 => Just(""),
+        ];
+        (
+            prop::bool::weighted(0.05),
+            prop::collection::vec(part, 1..=max),
+        )
+            .prop_map(|(abs, parts)| format!("{}{}", if abs { "/" } else { "" }, parts.join("/")))
+    }
+
+    #[derive(Debug, Clone)]
+    struct Entry {
+        kind: EntryType,
+        name: String,
+        link: String,
+        data: Vec<u8>,
+        mode: u32,
+    }
+
+    fn entry() -> impl Strategy<Value = Entry> {
+        let kind = prop::sample::select(vec![
+            EntryType::Regular,
+            EntryType::Regular,
+            EntryType::Directory,
+            EntryType::Directory,
+            EntryType::Symlink,
+            EntryType::Symlink,
+            EntryType::Symlink,
+            EntryType::Link,
+            EntryType::Fifo,
+        ]);
+        // Mostly plausible entries (one refused entry ends the extraction,
+        // so hostile ones are the exception), and link targets that climb.
+        let clean = prop::collection::vec(prop::sample::select(vec!["a", "s", "t"]), 1..=3)
+            .prop_map(|parts| parts.join("/"));
+        let name = prop_oneof![6 => clean.clone(), 1 => path_text(3, 1)];
+        let climbing = (0usize..3, clean).prop_map(|(up, rest)| "../".repeat(up) + &rest);
+        let link = prop_oneof![2 => climbing, 1 => path_text(4, 5)];
+        (
+            kind,
+            name,
+            link,
+            prop::collection::vec(any::<u8>(), 0..8),
+            prop::sample::select(vec![0o644, 0o755, 0o4755, 0o7777, 0o000]),
+        )
+            .prop_map(|(kind, name, link, data, mode)| Entry {
+                kind,
+                name,
+                link,
+                data,
+                mode,
+            })
+    }
+
+    /// A `.tar.gz` with these entries, written header by header so nothing
+    /// refuses the hostile names first.
+    fn archive(entries: &[Entry]) -> Vec<u8> {
+        let mut tar = Vec::new();
+        for e in entries {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(e.kind);
+            let data: &[u8] = if e.kind == EntryType::Regular {
+                &e.data
+            } else {
+                &[]
+            };
+            h.set_size(data.len() as u64);
+            h.set_mode(e.mode);
+            let gnu = h.as_gnu_mut().unwrap();
+            gnu.name[..e.name.len()].copy_from_slice(e.name.as_bytes());
+            gnu.linkname[..e.link.len()].copy_from_slice(e.link.as_bytes());
+            h.set_cksum();
+            tar.extend_from_slice(h.as_bytes());
+            tar.extend_from_slice(data);
+            tar.resize(tar.len().div_ceil(512) * 512, 0);
+        }
+        tar.extend_from_slice(&[0; 1024]);
+        let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
+        gz.write_all(&tar).unwrap();
+        gz.finish().unwrap()
+    }
+
+    /// Every path under `root` (not following symlinks), relative, sorted.
+    fn listing(root: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let mut pending = vec![root.to_path_buf()];
+        while let Some(dir) = pending.pop() {
+            for entry in fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                out.push(path.strip_prefix(root).unwrap().to_path_buf());
+                if fs::symlink_metadata(&path).unwrap().is_dir() {
+                    pending.push(path);
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Whether resolving `rel` inside `dest`, following the symlinks found
+    /// there on the way as the kernel would, ever climbs above `dest` or
+    /// turns absolute. Like the kernel, gives up after 40 links (a loop).
+    fn escapes(dest: &Path, rel: &Path) -> bool {
+        // Components still to walk, last first; where the walk is now.
+        let mut todo: Vec<std::ffi::OsString> = Vec::new();
+        let push_all = |todo: &mut Vec<std::ffi::OsString>, p: &Path| -> bool {
+            let mut parts = Vec::new();
+            for c in p.components() {
+                match c {
+                    Component::RootDir | Component::Prefix(_) => return false,
+                    other => parts.push(other.as_os_str().to_os_string()),
+                }
+            }
+            todo.extend(parts.into_iter().rev());
+            true
+        };
+        if !push_all(&mut todo, rel) {
+            return true;
+        }
+        let mut at: Vec<std::ffi::OsString> = Vec::new();
+        let mut links = 0;
+        while let Some(part) = todo.pop() {
+            if part == "." {
+                continue;
+            }
+            if part == ".." {
+                if at.pop().is_none() {
+                    return true;
+                }
+                continue;
+            }
+            at.push(part);
+            let here: PathBuf = at.iter().collect();
+            if let Ok(target) = fs::read_link(dest.join(&here)) {
+                links += 1;
+                if links > 40 {
+                    return false;
+                }
+                at.pop();
+                if !push_all(&mut todo, &target) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    proptest! {
+        #![proptest_config(config(1024))]
+
+        #[test]
+        fn entry_paths_are_accepted_exactly_when_relative_without_parent_steps(
+            p in path_text(6, 2)
+        ) {
+            let path = Path::new(&p);
+            let has_parent = path.components().any(|c| c == Component::ParentDir);
+            match relative_path(path) {
+                Ok(rel) => {
+                    prop_assert!(!path.is_absolute() && !has_parent, "{p}");
+                    prop_assert!(rel.components().all(|c| matches!(c, Component::Normal(_))));
+                    let kept: PathBuf = path.components()
+                        .filter(|c| *c != Component::CurDir).collect();
+                    prop_assert_eq!(rel, kept);
+                }
+                Err(_) => prop_assert!(path.is_absolute() || has_parent, "{p}"),
+            }
+        }
+
+        #[test]
+        fn accepted_symlink_targets_stay_inside(at in path_text(4, 1), target in path_text(6, 4)) {
+            let Ok(rel) = relative_path(Path::new(&at)) else { return Ok(()) };
+            if rel.as_os_str().is_empty() {
+                return Ok(());
+            }
+            if check_symlink_target(&rel, Path::new(&target)).is_ok() {
+                let base = rel.parent().unwrap_or(Path::new(""));
+                let mut depth = base.components().count() as i64;
+                let mut after_name = false;
+                for c in Path::new(&target).components() {
+                    match c {
+                        Component::ParentDir => {
+                            prop_assert!(!after_name, "{at} -> {target}");
+                            depth -= 1;
+                            prop_assert!(depth >= 0, "{at} -> {target}");
+                        }
+                        Component::Normal(_) => after_name = true,
+                        Component::CurDir => {}
+                        _ => prop_assert!(false, "{at} -> {target}"),
+                    }
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(config(256))]
+
+        #[test]
+        fn no_archive_writes_outside_the_destination(
+            entries in prop::collection::vec(entry(), 0..12),
+            noise in prop::collection::vec(any::<u8>(), 0..64),
+            corrupt in prop::bool::weighted(0.1),
+        ) {
+            let tmp = TempDir::new("archive-prop");
+            // The destination sits five levels down, so no run of `..` in
+            // these paths can climb past the temporary directory unseen.
+            let dest = tmp.path().join("w/x/y/z/dest");
+            fs::create_dir_all(&dest).unwrap();
+            fs::write(tmp.path().join("w/x/bait"), b"keep").unwrap();
+            let file = tmp.path().join("w/archive.tar.gz");
+            let mut bytes = archive(&entries);
+            if corrupt {
+                let at = noise.first().map_or(0, |&b| usize::from(b)) % bytes.len();
+                bytes.truncate(at);
+                bytes.extend_from_slice(&noise);
+            }
+            fs::write(&file, &bytes).unwrap();
+            let before = listing(tmp.path());
+
+            let _ = extract_tar_gz(&file, &dest);
+
+            let after: Vec<PathBuf> = listing(tmp.path())
+                .into_iter()
+                .filter(|p| !p.starts_with("w/x/y/z/dest") || p == Path::new("w/x/y/z/dest"))
+                .collect();
+            prop_assert_eq!(after, before, "outside the destination changed");
+            prop_assert_eq!(fs::read(tmp.path().join("w/x/bait")).unwrap(), b"keep");
+            for rel in listing(&dest) {
+                let meta = fs::symlink_metadata(dest.join(&rel)).unwrap();
+                let kind = meta.file_type();
+                prop_assert!(kind.is_dir() || kind.is_file() || kind.is_symlink(), "{rel:?}");
+                prop_assert_eq!(meta.mode() & 0o7000, 0, "{:?}", rel);
+                if kind.is_file() {
+                    prop_assert_eq!(meta.nlink(), 1, "{:?} shares its inode", rel);
+                }
+                if kind.is_symlink() {
+                    prop_assert!(!escapes(&dest, &rel), "{rel:?} leads outside");
+                }
+            }
+        }
+    }
+}

@@ -5,6 +5,12 @@
 //! The staging directory is named `.loopx-install-…`: not a valid workflow
 //! name, and it never holds top-level scripts itself, so a `loopx run` that
 //! happens to start meanwhile does not discover it (§2.1).
+//!
+//! An install killed outright leaves its staging directory behind; the next
+//! install removes it (scratch.rs `sweep`). A kill in the middle of a `-y`
+//! replacement may have moved the old workflow into it without moving the
+//! new one into place yet: the sweep puts the old one back, so each workflow
+//! is always there in its old or its new form.
 
 use std::fs;
 use std::io;
@@ -43,15 +49,58 @@ pub fn write(
     result
 }
 
+/// The name of staging directories inside `.loopx/`.
+const STAGING_PREFIX: &str = ".loopx-install-";
+
+/// Where `commit_one` moves a workflow that `-y` replaces.
+const REPLACED_PREFIX: &str = ".replaced-";
+
+/// Removes the staging directories that installs killed before they could
+/// clean up left in `loopx_dir`, putting back any workflow they had moved
+/// aside. Runs before preflight, so the collision checks see `.loopx/` as
+/// the user left it.
+pub fn sweep_stale(loopx_dir: &Path) {
+    Scratch::sweep(loopx_dir, STAGING_PREFIX, |stale| {
+        restore_replaced(stale, loopx_dir)
+    });
+}
+
+/// Moves the workflows in a dead install's staging directory that it had
+/// moved aside back into `.loopx/`, where their place is still empty.
+fn restore_replaced(stale: &Path, loopx_dir: &Path) {
+    let Ok(entries) = fs::read_dir(stale) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(name) = file_name
+            .to_str()
+            .and_then(|n| n.strip_prefix(REPLACED_PREFIX))
+        else {
+            continue;
+        };
+        let dest = loopx_dir.join(name);
+        if crate::names::is_valid_name(name)
+            && fs::symlink_metadata(&dest).is_err()
+            && fs::rename(entry.path(), &dest).is_ok()
+        {
+            crate::messages::warn(&format!(
+                "an interrupted install had moved workflow '{name}' aside; put it back \
+                 into .loopx/{name}"
+            ));
+        }
+    }
+}
+
 fn stage_and_commit(
     plan: &[Planned],
     loopx_dir: &Path,
     before_commit: &mut dyn FnMut() -> Result<(), Error>,
 ) -> Result<(), Error> {
-    let staging = Scratch::create(loopx_dir, ".loopx-install-").map_err(|e| {
+    let staging = Scratch::create(loopx_dir, STAGING_PREFIX).map_err(|e| {
         Error::io(
             format!(
-                "cannot create a staging directory in {}",
+                "cannot install into {}: cannot create a staging directory there",
                 loopx_dir.display()
             ),
             e,
@@ -74,7 +123,7 @@ fn stage_and_commit(
 /// place. A failure stops here and reports what was and was not committed.
 pub fn commit(plan: &[Planned], staging: &Path, loopx_dir: &Path) -> Result<(), Error> {
     for (i, w) in plan.iter().enumerate() {
-        if let Err(err) = commit_one(w, i, staging, loopx_dir) {
+        if let Err(err) = commit_one(w, staging, loopx_dir) {
             return Err(Error::InstallCommit {
                 workflow: w.name.clone(),
                 err,
@@ -86,9 +135,10 @@ pub fn commit(plan: &[Planned], staging: &Path, loopx_dir: &Path) -> Result<(), 
     Ok(())
 }
 
-fn commit_one(w: &Planned, i: usize, staging: &Path, loopx_dir: &Path) -> io::Result<()> {
+fn commit_one(w: &Planned, staging: &Path, loopx_dir: &Path) -> io::Result<()> {
     let dest = loopx_dir.join(&w.name);
-    let aside = staging.join(format!(".replaced-{i}"));
+    // Named after the workflow, so a later sweep knows where it belongs.
+    let aside = staging.join(format!("{REPLACED_PREFIX}{}", w.name));
     let mut moved_aside = false;
     if w.replace {
         match fs::rename(&dest, &aside) {
@@ -220,6 +270,35 @@ mod tests {
         let plan = [planned("a", tmp.path(), true)];
         assert!(commit(&plan, &staging, &loopx).is_err());
         assert_eq!(fs::read(loopx.join("a/index.sh")).unwrap(), b"old");
+    }
+
+    #[test]
+    fn a_dead_installs_staging_goes_and_a_workflow_it_moved_aside_comes_back() {
+        let tmp = TempDir::new("commit-sweep");
+        let loopx = tmp.path().join(".loopx");
+        // Killed between moving `old` aside and moving its replacement in;
+        // `kept` had already been replaced (its new version is in place).
+        let stale = loopx.join(".loopx-install-99999999-1-0");
+        fs::create_dir_all(stale.join(".replaced-old")).unwrap();
+        fs::write(stale.join(".replaced-old/index.sh"), b"old").unwrap();
+        fs::create_dir_all(stale.join(".replaced-kept")).unwrap();
+        fs::create_dir_all(stale.join("half-staged")).unwrap();
+        fs::create_dir_all(loopx.join("kept")).unwrap();
+        fs::write(loopx.join("kept/index.sh"), b"new").unwrap();
+        let src = tmp.path().join("src");
+        fs::create_dir_all(&src).unwrap();
+        fs::write(src.join("index.sh"), b"x").unwrap();
+
+        sweep_stale(&loopx);
+        write(&[planned("fresh", &src, false)], &loopx, &mut || Ok(())).unwrap();
+        let mut names: Vec<String> = fs::read_dir(&loopx)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["fresh", "kept", "old"]);
+        assert_eq!(fs::read(loopx.join("old/index.sh")).unwrap(), b"old");
+        assert_eq!(fs::read(loopx.join("kept/index.sh")).unwrap(), b"new");
     }
 
     #[test]

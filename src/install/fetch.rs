@@ -12,14 +12,36 @@ use crate::error::Error;
 use crate::install::archive;
 use crate::install::source::Source;
 
+/// How long a download or clone may go without receiving any data before
+/// loopx gives up, unless `LOOPX_INSTALL_STALL_TIMEOUT` says otherwise: a
+/// server that stops sending must not hang an unattended install forever.
+const DEFAULT_STALL_SECS: u64 = 60;
+
+/// The stall timeout in seconds, from `LOOPX_INSTALL_STALL_TIMEOUT` (a
+/// whole number of seconds, at least 1) or the default.
+pub fn stall_timeout() -> Result<u64, Error> {
+    match std::env::var_os("LOOPX_INSTALL_STALL_TIMEOUT") {
+        None => Ok(DEFAULT_STALL_SECS),
+        Some(v) if v.is_empty() => Ok(DEFAULT_STALL_SECS),
+        Some(v) => v
+            .to_str()
+            .and_then(|s| s.parse::<u64>().ok())
+            .filter(|&n| n > 0)
+            .ok_or_else(|| Error::BadStallTimeout {
+                value: v.to_string_lossy().into_owned(),
+            }),
+    }
+}
+
 /// Fetches `source` into `work` (an empty private directory) and returns the
 /// source root to classify (§10.3).
 pub fn fetch(source: &Source, work: &Path) -> Result<PathBuf, Error> {
+    let stall = stall_timeout()?;
     match source {
-        Source::Git { url, .. } => clone(url, &work.join("repo")),
+        Source::Git { url, .. } => clone(url, &work.join("repo"), stall),
         Source::Tarball { url, .. } => {
             let file = work.join("download.tar.gz");
-            download(url, &file)?;
+            download(url, &file, stall)?;
             let extracted = work.join("extracted");
             fs::create_dir(&extracted)
                 .map_err(|e| Error::io(format!("cannot create {}", extracted.display()), e))?;
@@ -45,7 +67,7 @@ fn run(cmd: &mut Command, tool: &'static str, purpose: &'static str) -> Result<O
 /// `git clone --depth 1` into `dest`, then drops `.git`: the installed
 /// workflow is the repository's files, not a checkout (the clone is an
 /// implementation detail of fetching).
-fn clone(url: &str, dest: &Path) -> Result<PathBuf, Error> {
+fn clone(url: &str, dest: &Path, stall: u64) -> Result<PathBuf, Error> {
     let out = run(
         Command::new("git")
             .args(["clone", "--depth", "1", "--quiet", "--"])
@@ -53,6 +75,10 @@ fn clone(url: &str, dest: &Path) -> Result<PathBuf, Error> {
             .arg(dest)
             // Never wait for credentials on a terminal: fail instead.
             .env("GIT_TERMINAL_PROMPT", "0")
+            // Over HTTP(S), give up when less than a byte a second arrives
+            // for `stall` seconds.
+            .env("GIT_HTTP_LOW_SPEED_LIMIT", "1")
+            .env("GIT_HTTP_LOW_SPEED_TIME", stall.to_string())
             .stdout(Stdio::null()),
         "git",
         "to clone git sources",
@@ -108,12 +134,21 @@ fn git_error_summary(stderr: &str, code: Option<i32>) -> String {
 }
 
 /// `curl -fsSL` (fail on HTTP errors, follow redirects) into `file`. The
-/// final HTTP status is written on stdout so an error can name it.
-fn download(url: &str, file: &Path) -> Result<(), Error> {
+/// final HTTP status is written on stdout so an error can name it. A
+/// connection that takes `stall` seconds to open, or a transfer that
+/// receives less than a byte a second for `stall` seconds, is abandoned.
+fn download(url: &str, file: &Path, stall: u64) -> Result<(), Error> {
+    let stall_arg = stall.to_string();
     let out = run(
         Command::new("curl")
             .args([
                 "-fsSL",
+                "--connect-timeout",
+                &stall_arg,
+                "--speed-limit",
+                "1",
+                "--speed-time",
+                &stall_arg,
                 // Only the schemes §10.1 accepts for tarballs; a redirect may
                 // not switch to file:// or anything else.
                 "--proto",
@@ -132,6 +167,13 @@ fn download(url: &str, file: &Path) -> Result<(), Error> {
     )?;
     if out.status.success() {
         return Ok(());
+    }
+    // 28: curl's "operation timed out", here always the stall limits.
+    if out.status.code() == Some(28) {
+        return Err(Error::DownloadStalled {
+            url: url.to_string(),
+            secs: stall,
+        });
     }
     let status = String::from_utf8_lossy(&out.stdout)
         .trim()

@@ -37,6 +37,9 @@ pub struct InstallArgs {
     pub yes: bool,
 }
 
+/// The name of the download/clone directories in the system temp directory.
+const WORK_PREFIX: &str = "loopx-install-";
+
 /// `loopx install [-w <name>] [-y] <source>` in the project root (the cwd).
 pub fn install(args: &InstallArgs) -> Result<(), Error> {
     let source =
@@ -56,7 +59,13 @@ pub fn install(args: &InstallArgs) -> Result<(), Error> {
         }
     };
 
-    let work = Scratch::create(&std::env::temp_dir(), "loopx-install-")
+    // Installs killed outright (SIGKILL) leave their directories behind;
+    // the next one removes them (scratch.rs).
+    let loopx_dir = discovery::loopx_dir(&project_root);
+    commit::sweep_stale(&loopx_dir);
+    let temp_dir = std::env::temp_dir();
+    Scratch::sweep(&temp_dir, WORK_PREFIX, |_| {});
+    let work = Scratch::create(&temp_dir, WORK_PREFIX)
         .map_err(|e| Error::io("cannot create a temporary directory", e))?;
     let fetched = fetch::fetch(&source, work.path());
     // A Ctrl-C also stops git or curl; report the interrupt, not their failure.
@@ -67,7 +76,6 @@ pub fn install(args: &InstallArgs) -> Result<(), Error> {
         Source::Git { repo_name, .. } => repo_name,
         Source::Tarball { archive_name, .. } => archive_name,
     };
-    let loopx_dir = discovery::loopx_dir(&project_root);
     let planned = plan::preflight(
         &root,
         &plan::Request {

@@ -1,0 +1,557 @@
+//! Installs that meet faults (§10.7, README "Reliability notes"): a
+//! read-only `.loopx/`, a disk that fills up mid-install, `git` or `curl`
+//! missing, loopx killed with SIGKILL mid-install, a server that stalls
+//! mid-download. Each leaves `.loopx/` exactly as it was (paths, kinds,
+//! contents, modes) and says what went wrong, with exit code 1; after a
+//! SIGKILL the next install succeeds and leaves nothing behind.
+//!
+//! A read-only bind mount, a small tmpfs and a FIFO mounted over a file
+//! need root; without it those parts print why they skip (a read-only
+//! `.loopx/` is then made with permission bits, which root ignores).
+#![cfg(target_os = "linux")]
+
+mod util;
+
+use std::ffi::CString;
+use std::fs;
+use std::io::{self, Read, Write};
+use std::net::TcpListener;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use util::{wait_with_output, Outcome, Project, Run, TempDir};
+
+// ---------------------------------------------------------------- helpers
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn skip(test: &str, why: &str) {
+    eprintln!("SKIPPED {test}: {why}");
+}
+
+fn c_path(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_encoded_bytes()).expect("path without NUL")
+}
+
+fn write_file(path: &Path, body: &[u8], mode: u32) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, body).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@loopx.invalid"])
+        .args(["-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .expect("git (the tests need it; .ci/run installs it)");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+/// Every path under `dir` with its kind, mode and content: "exactly as it
+/// was" compares these.
+fn snapshot(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let path = e.unwrap().path();
+            let rel = path.strip_prefix(dir).unwrap().display().to_string();
+            let meta = fs::symlink_metadata(&path).unwrap();
+            let mode = meta.mode() & 0o7777;
+            if meta.file_type().is_symlink() {
+                out.push(format!(
+                    "{rel} -> {}",
+                    fs::read_link(&path).unwrap().display()
+                ));
+            } else if meta.is_dir() {
+                out.push(format!("{rel}/ {mode:o}"));
+                pending.push(path);
+            } else {
+                let body = fs::read(&path).unwrap();
+                out.push(format!(
+                    "{rel} {mode:o} {:?}",
+                    String::from_utf8_lossy(&body)
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// A project whose `.loopx/` already holds a workflow, a private TMPDIR for
+/// loopx, and a git repository `flow.git` to install.
+struct Fixture {
+    p: Project,
+    tmp: TempDir,
+    url: String,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        Fixture::with_files(&[("index.sh", b"#!/bin/bash\necho new >&2\n")])
+    }
+
+    fn with_files(files: &[(&str, &[u8])]) -> Fixture {
+        let p = Project::new();
+        write_file(&p.path(".loopx/keep/index.sh"), b"#!/bin/bash\n", 0o755);
+        write_file(&p.path(".loopx/keep/notes.txt"), b"mine", 0o600);
+        let tmp = TempDir::new("faults");
+        fs::create_dir_all(tmp.path().join("tmp")).unwrap();
+        let repo = tmp.path().join("repos/flow.git");
+        fs::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "-q"]);
+        for (rel, body) in files {
+            write_file(&repo.join(rel), body, 0o755);
+        }
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-q", "-m", "init"]);
+        let url = format!("file://{}", repo.display());
+        Fixture { p, tmp, url }
+    }
+
+    fn tmpdir(&self) -> PathBuf {
+        self.tmp.path().join("tmp")
+    }
+
+    fn loopx_dir(&self) -> PathBuf {
+        self.p.path(".loopx")
+    }
+
+    fn install(&self, args: &[&str]) -> Run {
+        let mut all = vec!["install"];
+        all.extend_from_slice(args);
+        self.p.loopx(&all).env("TMPDIR", self.tmpdir())
+    }
+
+    /// A directory of stand-in tools (shell scripts) put first on PATH.
+    fn tools(&self, tools: &[(&str, &str)]) -> String {
+        let bin = self.tmp.path().join("bin");
+        for (name, script) in tools {
+            write_file(&bin.join(name), script.as_bytes(), 0o755);
+        }
+        format!("{}:/usr/bin:/bin", bin.display())
+    }
+
+    /// After a failed install: exit 1, nothing on stdout, `.loopx/` as
+    /// `before`, no temporary directory left.
+    #[track_caller]
+    fn assert_untouched(&self, o: &Outcome, before: &[String]) {
+        o.failure().stdout_empty();
+        assert_eq!(snapshot(&self.loopx_dir()), before, "{}", o.stderr);
+        assert_eq!(names(&self.tmpdir()), Vec::<String>::new(), "{}", o.stderr);
+    }
+}
+
+/// Spawns `run` with piped output, leader of its own process group.
+fn spawn(mut run: Run) -> std::process::Child {
+    run.cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    run.cmd.spawn().expect("spawn loopx")
+}
+
+#[track_caller]
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "timed out: {what}"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// In the child before exec: a private mount namespace (so mounts made for
+/// the test, or by its stand-in tools, vanish with loopx), then `extra`.
+fn in_private_mounts(
+    cmd: &mut Command,
+    extra: impl Fn() -> io::Result<()> + Send + Sync + 'static,
+) {
+    let root = c_path(Path::new("/"));
+    // SAFETY: unshare and mount are async-signal-safe system calls on
+    // CStrings moved into the hook; `extra` makes only such calls too.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let none = std::ptr::null();
+            let flags = libc::MS_REC | libc::MS_PRIVATE;
+            if libc::mount(none, root.as_ptr(), none, flags, none.cast()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            extra()
+        });
+    }
+}
+
+// ---------------------------------------------------------------- read-only .loopx/
+
+#[test]
+fn read_only_loopx_dir_is_left_as_it_was_with_a_clear_error() {
+    let f = Fixture::new();
+    let before = snapshot(&f.loopx_dir());
+    let mut run = f.install(&[&f.url]);
+    let expected = if is_root() {
+        // Root writes through permission bits: a read-only bind mount of
+        // .loopx/ onto itself, in loopx's own mount namespace.
+        let dir = c_path(&f.loopx_dir());
+        in_private_mounts(&mut run.cmd, move || {
+            let none = std::ptr::null();
+            // SAFETY: see in_private_mounts.
+            unsafe {
+                if libc::mount(dir.as_ptr(), dir.as_ptr(), none, libc::MS_BIND, none.cast()) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                let ro = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
+                if libc::mount(none, dir.as_ptr(), none, ro, none.cast()) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+        "Read-only file system"
+    } else {
+        fs::set_permissions(f.loopx_dir(), fs::Permissions::from_mode(0o555)).unwrap();
+        "Permission denied"
+    };
+    let o = run.run();
+    if !is_root() {
+        fs::set_permissions(f.loopx_dir(), fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    f.assert_untouched(&o, &before);
+    o.stderr_has(&format!(
+        "loopx: error: cannot install into {}: cannot create a staging directory there: {expected}",
+        f.loopx_dir().display()
+    ));
+}
+
+// ---------------------------------------------------------------- disk full
+
+/// A tmpfs of `size` mounted at `dir` for the test's lifetime.
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(dir: &Path, size: &str) -> io::Result<SmallDisk> {
+        fs::create_dir_all(dir)?;
+        let (src, fstype) = (
+            CString::new("tmpfs").unwrap(),
+            CString::new("tmpfs").unwrap(),
+        );
+        let data = CString::new(format!("size={size},mode=0755")).unwrap();
+        let target = c_path(dir);
+        // SAFETY: mount with valid C strings.
+        let r = unsafe {
+            libc::mount(
+                src.as_ptr(),
+                target.as_ptr(),
+                fstype.as_ptr(),
+                0,
+                data.as_ptr().cast(),
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(SmallDisk(dir.to_path_buf()))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let target = c_path(&self.0);
+        // SAFETY: unmounting what `mount` mounted; lazily, so a file still
+        // open somewhere cannot keep it.
+        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
+#[test]
+fn disk_filling_up_mid_install_leaves_loopx_dir_as_it_was() {
+    const TEST: &str = "disk_filling_up_mid_install_leaves_loopx_dir_as_it_was";
+    if !is_root() {
+        return skip(TEST, "mounting a small tmpfs needs root");
+    }
+    // A workflow of 4 MiB (2 MiB of it in one file) for a disk of 1 MiB.
+    let blob = vec![b'x'; 2 << 20];
+    let f = Fixture::with_files(&[
+        ("index.sh", b"#!/bin/bash\n"),
+        ("a.bin", b"small"),
+        ("data/blob.bin", &blob),
+        ("data/z.bin", &blob),
+    ]);
+    let disk = f.tmp.path().join("disk");
+    let _small = match SmallDisk::mount(&disk, "1m") {
+        Ok(m) => m,
+        Err(e) => return skip(TEST, &format!("cannot mount a tmpfs here: {e}")),
+    };
+    // The project lives on the small disk; the download does not.
+    let root = disk.join("project");
+    write_file(&root.join(".loopx/keep/index.sh"), b"#!/bin/bash\n", 0o755);
+    write_file(&root.join(".loopx/keep/notes.txt"), b"mine", 0o600);
+    let before = snapshot(&root.join(".loopx"));
+    let o = f.install(&[&f.url]).current_dir(&root).run();
+    o.failure().stdout_empty();
+    assert_eq!(snapshot(&root.join(".loopx")), before, "{}", o.stderr);
+    assert_eq!(names(&f.tmpdir()), Vec::<String>::new());
+    o.stderr_has("loopx: error: cannot stage workflow 'flow': No space left on device")
+        .stderr_has("nothing was installed");
+}
+
+// ---------------------------------------------------------------- missing tools
+
+#[test]
+fn missing_git_or_curl_leaves_loopx_dir_as_it_was_and_names_the_tool() {
+    let f = Fixture::new();
+    let before = snapshot(&f.loopx_dir());
+    let empty = f.tmp.path().join("empty-bin");
+    fs::create_dir_all(&empty).unwrap();
+    let o = f.install(&[&f.url]).env("PATH", &empty).run();
+    f.assert_untouched(&o, &before);
+    o.stderr_has("`git` was not found on PATH; loopx install needs it to clone git sources");
+    let o = f
+        .install(&["http://127.0.0.1:9/flow.tar.gz"])
+        .env("PATH", &empty)
+        .run();
+    f.assert_untouched(&o, &before);
+    o.stderr_has(
+        "`curl` was not found on PATH; loopx install needs it to download tarball sources",
+    );
+}
+
+// ---------------------------------------------------------------- SIGKILL
+
+/// After a killed install: the next one succeeds, and neither `.loopx/` nor
+/// the TMPDIR keeps anything of either.
+fn next_install_succeeds_and_cleans_up(f: &Fixture) {
+    f.install(&[&f.url]).run().success();
+    assert_eq!(names(&f.loopx_dir()), ["flow", "keep"]);
+    assert_eq!(names(&f.tmpdir()), Vec::<String>::new());
+    assert_eq!(
+        fs::read_to_string(f.p.path(".loopx/flow/index.sh")).unwrap(),
+        "#!/bin/bash\necho new >&2\n"
+    );
+}
+
+/// Whether `pid` is a live process (a zombie is not).
+fn alive(pid: i32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit(") ").next().map(|rest| !rest.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+#[test]
+fn sigkill_while_fetching_then_the_next_install_cleans_up() {
+    let f = Fixture::new();
+    let before = snapshot(&f.loopx_dir());
+    let ready = f.tmp.path().join("ready");
+    // A git that starts a clone, says its pid, then hangs (as itself: exec).
+    let path = f.tools(&[(
+        "git",
+        "#!/bin/sh\nmkdir -p \"$7\" && echo partial > \"$7/index.sh\"\n\
+         echo $$ > \"$READY\"\nexec sleep 1000\n",
+    )]);
+    let child = spawn(
+        f.install(&["org/flow"])
+            .env("PATH", path)
+            .env("READY", &ready),
+    );
+    let mut git_pid = 0;
+    wait_until("the fake git started", || {
+        let text = fs::read_to_string(&ready).unwrap_or_default();
+        git_pid = text.trim().parse().unwrap_or(0);
+        text.ends_with('\n') && git_pid > 0
+    });
+    // SAFETY: killing our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGKILL) }, 0);
+    let o = wait_with_output(child, Duration::from_secs(30));
+    assert_eq!(o.signal, Some(libc::SIGKILL));
+    // The orphaned fake git goes too, by its pid.
+    // SAFETY: the fake git this test started.
+    unsafe { libc::kill(git_pid, libc::SIGKILL) };
+    wait_until("the fake git is gone", || !alive(git_pid));
+    assert_eq!(snapshot(&f.loopx_dir()), before);
+    let left = names(&f.tmpdir());
+    assert!(
+        left.len() == 1 && left[0].starts_with("loopx-install-"),
+        "{left:?}"
+    );
+    next_install_succeeds_and_cleans_up(&f);
+}
+
+#[test]
+fn sigkill_while_staging_then_the_next_install_cleans_up() {
+    const TEST: &str = "sigkill_while_staging_then_the_next_install_cleans_up";
+    if !is_root() {
+        return skip(
+            TEST,
+            "holding loopx inside staging needs a mount, and so root",
+        );
+    }
+    let f = Fixture::new();
+    let before = snapshot(&f.loopx_dir());
+    // A git whose clone holds a file with a FIFO mounted over it: staging
+    // copies the file, so loopx blocks reading the FIFO, inside staging,
+    // until the test writes (it never does; it kills loopx there).
+    let fifo = f.tmp.path().join("fifo");
+    let made = unsafe { libc::mkfifo(c_path(&fifo).as_ptr(), 0o600) };
+    assert_eq!(made, 0, "mkfifo: {}", io::Error::last_os_error());
+    let path = f.tools(&[(
+        "git",
+        "#!/bin/sh\nmkdir -p \"$7/.git\" && printf '#!/bin/bash\\n' > \"$7/index.sh\"\n\
+         : > \"$7/stuck\" && exec mount --bind \"$FIFO\" \"$7/stuck\"\n",
+    )]);
+    let mut run = f
+        .install(&["org/flow"])
+        .env("PATH", path)
+        .env("FIFO", &fifo);
+    in_private_mounts(&mut run.cmd, || Ok(()));
+    let child = spawn(run);
+    // Opening the FIFO for writing without blocking succeeds once loopx
+    // has it open for reading: loopx is then inside staging.
+    let fifo_c = c_path(&fifo);
+    let mut writer = -1;
+    wait_until("loopx reads the FIFO while staging", || {
+        // SAFETY: open with a valid path; the descriptor is closed below.
+        writer = unsafe { libc::open(fifo_c.as_ptr(), libc::O_WRONLY | libc::O_NONBLOCK) };
+        writer >= 0
+    });
+    let staging: Vec<String> = names(&f.loopx_dir())
+        .into_iter()
+        .filter(|n| n.starts_with(".loopx-install-"))
+        .collect();
+    assert_eq!(staging.len(), 1, "no staging directory while staging");
+    // SAFETY: killing our own child; closing our descriptor.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGKILL) }, 0);
+    let o = wait_with_output(child, Duration::from_secs(30));
+    assert_eq!(o.signal, Some(libc::SIGKILL));
+    unsafe { libc::close(writer) };
+    // The dead install's staging directory is still there...
+    assert!(f.loopx_dir().join(&staging[0]).is_dir());
+    // ...and nothing else of it in .loopx/.
+    let mut without: Vec<String> = snapshot(&f.loopx_dir())
+        .into_iter()
+        .filter(|l| !l.starts_with(".loopx-install-"))
+        .collect();
+    without.sort();
+    assert_eq!(without, before);
+    next_install_succeeds_and_cleans_up(&f);
+}
+
+// ---------------------------------------------------------------- stalled server
+
+/// A server that answers one request with the headers and the first bytes
+/// of a large body, then sends nothing more until it is dropped.
+struct StallingServer {
+    url: String,
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl StallingServer {
+    fn start() -> StallingServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/flow.tar.gz", listener.local_addr().unwrap());
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = thread::spawn(move || {
+            let Ok((mut conn, _)) = listener.accept() else {
+                return;
+            };
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && conn.read(&mut byte).is_ok_and(|n| n == 1) {
+                head.push(byte[0]);
+            }
+            let _ = conn.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/gzip\r\n\
+                  Content-Length: 1000000\r\n\r\n\x1f\x8b\x08\x00\x00\x00",
+            );
+            let _ = conn.flush();
+            // Stall: hold the connection open until the test is done.
+            let _ = stopped.recv_timeout(Duration::from_secs(120));
+        });
+        StallingServer {
+            url,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for StallingServer {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn a_download_that_stalls_gives_up_after_the_stall_timeout() {
+    let f = Fixture::new();
+    let before = snapshot(&f.loopx_dir());
+    let server = StallingServer::start();
+    let start = Instant::now();
+    let o = f
+        .install(&[&server.url])
+        .env("LOOPX_INSTALL_STALL_TIMEOUT", "2")
+        .timeout(Duration::from_secs(60))
+        .run();
+    let took = start.elapsed();
+    f.assert_untouched(&o, &before);
+    o.stderr_has(&format!(
+        "loopx: error: download of {} stalled: no data arrived for 2s, so loopx gave up; \
+         nothing was installed\nhint: LOOPX_INSTALL_STALL_TIMEOUT=<seconds> waits longer",
+        server.url
+    ));
+    assert!(took >= Duration::from_secs(2), "{took:?}");
+    assert!(
+        took < Duration::from_secs(30),
+        "gave up only after {took:?}"
+    );
+}
+
+#[test]
+fn a_stall_timeout_that_is_not_a_number_of_seconds_is_refused() {
+    let f = Fixture::new();
+    let before = snapshot(&f.loopx_dir());
+    for bad in ["abc", "0", "-1", "1.5", "2s"] {
+        let o = f
+            .install(&["http://127.0.0.1:9/flow.tar.gz"])
+            .env("LOOPX_INSTALL_STALL_TIMEOUT", bad)
+            .run();
+        f.assert_untouched(&o, &before);
+        o.stderr_has(&format!(
+            "LOOPX_INSTALL_STALL_TIMEOUT must be a whole number of seconds (at least 1), got '{bad}'"
+        ));
+    }
+}
