@@ -19,7 +19,7 @@ pub struct Launch<'a> {
     pub cwd: &'a Path,
     /// `NAME=value` pointers, null-terminated (script_env.rs).
     pub envp: &'a [*const c_char],
-    /// A pipe for stdin (the piped result), or an empty stdin.
+    /// Whether stdin is fed (the piped result, §6.6) or empty (§6.7).
     pub piped_stdin: bool,
     /// The process group to join; None makes the script a group of its own
     /// (§7.3: signals go to the script's whole group).
@@ -138,31 +138,19 @@ pub fn spawn(launch: &Launch) -> io::Result<Child> {
     argv.push(ptr::null());
 
     let (stdout_r, stdout_w) = pipe()?;
-    let stdin = if launch.piped_stdin {
-        Some(pipe()?)
-    } else {
-        None
-    };
+    // stdin is a pipe either way: fed with the piped result, or closed at
+    // once (an empty stdin that needs no /dev/null, so a bare chroot works).
+    let (stdin_r, stdin_w) = pipe()?;
     let mut s = SpawnSetup::new()?;
-    let dev_null = c"/dev/null";
     // SAFETY: the setup objects are initialised; every pointer handed over
     // (paths, argv, envp) lives until posix_spawn returns.
     let pid = unsafe {
         let actions = &mut s.actions;
-        match &stdin {
-            Some((r, _)) => check(libc::posix_spawn_file_actions_adddup2(
-                actions,
-                r.as_raw_fd(),
-                0,
-            ))?,
-            None => check(libc::posix_spawn_file_actions_addopen(
-                actions,
-                0,
-                dev_null.as_ptr(),
-                libc::O_RDONLY,
-                0,
-            ))?,
-        }
+        check(libc::posix_spawn_file_actions_adddup2(
+            actions,
+            stdin_r.as_raw_fd(),
+            0,
+        ))?;
         check(libc::posix_spawn_file_actions_adddup2(
             actions,
             stdout_w.as_raw_fd(),
@@ -202,14 +190,13 @@ pub fn spawn(launch: &Launch) -> io::Result<Child> {
         ))?;
         pid
     };
-    drop(stdout_w);
+    drop((stdout_w, stdin_r));
     set_nonblocking(stdout_r.as_raw_fd())?;
-    let stdin = match stdin {
-        Some((_, w)) => {
-            set_nonblocking(w.as_raw_fd())?;
-            Some(w)
-        }
-        None => None,
+    let stdin = if launch.piped_stdin {
+        set_nonblocking(stdin_w.as_raw_fd())?;
+        Some(stdin_w)
+    } else {
+        None
     };
     Ok(Child {
         pid,
