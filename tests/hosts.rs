@@ -13,6 +13,8 @@
 
 #[path = "util/procs.rs"]
 mod procs;
+#[path = "util/release.rs"]
+mod release;
 mod util;
 
 use std::ffi::CString;
@@ -26,30 +28,11 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use procs::{alive, wait_for_file};
-use util::{wait_with_output, Outcome, Project, TempDir};
+use util::{c_path, is_root, skip, wait_with_output, Outcome, Project, TempDir};
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-#[cfg(target_arch = "x86_64")]
-const TARGET: &str = "x86_64-unknown-linux-musl";
-#[cfg(target_arch = "aarch64")]
-const TARGET: &str = "aarch64-unknown-linux-musl";
+use release::TARGET;
 
 // ---------------------------------------------------------------- helpers
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Prints why a test does not run here; the test then passes.
-fn skip(test: &str, why: &str) {
-    eprintln!("SKIPPED {test}: {why}");
-}
-
-fn c_path(p: &Path) -> CString {
-    CString::new(p.as_os_str().as_encoded_bytes()).expect("path without NUL")
-}
 
 /// In the child, before exec: a private mount namespace in which a tmpfs
 /// covers the directory holding the real `/bin/bash` (`/usr/bin` on
@@ -169,31 +152,16 @@ fn without_any_bash_a_sh_workflow_fails_before_the_first_iteration() {
 
 // ---------------------------------------------------------------- bare roots
 
-/// The static release binary, built once by scripts/build-release.sh (as
-/// tests/release.rs does, so the build is shared) and taken from its archive.
+/// The static release binary, taken from the archive of the release tree
+/// scripts/build-release.sh builds (util/release.rs).
 fn release_binary() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hosts-release");
-        let _ = fs::remove_dir_all(&out);
-        let o = Command::new("bash")
-            .arg(Path::new(ROOT).join("scripts/build-release.sh"))
-            .args(["--target", TARGET, "--out"])
-            .arg(&out)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run build-release.sh");
-        assert!(
-            o.status.success(),
-            "build-release.sh failed:\n{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let archive = out
-            .join(format!("download/v{}", env!("CARGO_PKG_VERSION")))
-            .join(format!("loopx-{TARGET}.tar.gz"));
+        let tree = release::host_release("hosts-release");
+        let archive = release::version_dir(tree).join(format!("loopx-{TARGET}.tar.gz"));
         let file = fs::File::open(&archive).expect("open the release archive");
         let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(file));
-        let bin = out.join("loopx");
+        let bin = tree.join("loopx");
         for entry in tar.entries().expect("read archive") {
             let mut entry = entry.expect("entry");
             if entry.path().expect("path").file_name() == Some("loopx".as_ref()) {

@@ -19,7 +19,7 @@ use flate2::Compression;
 use tar::{Builder, EntryType, Header};
 
 use http::{Response, Server};
-use util::{Outcome, Project, TempDir};
+use util::{names, Outcome, Project, TempDir};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -177,16 +177,6 @@ fn snapshot(dir: &Path) -> Vec<String> {
     }
     out.sort();
     out
-}
-
-/// The names directly inside `dir`, sorted.
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 /// A .tar.gz of regular files (`.sh` files executable) and directories

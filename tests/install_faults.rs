@@ -24,22 +24,9 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use util::{wait_with_output, Outcome, Project, Run, TempDir};
+use util::{c_path, is_root, names, skip, wait_with_output, Outcome, Project, Run, TempDir};
 
 // ---------------------------------------------------------------- helpers
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn skip(test: &str, why: &str) {
-    eprintln!("SKIPPED {test}: {why}");
-}
-
-fn c_path(p: &Path) -> CString {
-    CString::new(p.as_os_str().as_encoded_bytes()).expect("path without NUL")
-}
 
 fn write_file(path: &Path, body: &[u8], mode: u32) {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -90,15 +77,6 @@ fn snapshot(dir: &Path) -> Vec<String> {
     }
     out.sort();
     out
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 /// A project whose `.loopx/` already holds a workflow, a private TMPDIR for

@@ -15,6 +15,8 @@
 
 #[path = "util/http.rs"]
 mod http;
+#[path = "util/release.rs"]
+mod release;
 mod util;
 
 use http::{Response, Server};
@@ -28,13 +30,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 use util::{bun, ci_cache, wait_with_output, Outcome, Project, TempDir};
 
-const VERSION: &str = env!("CARGO_PKG_VERSION");
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-#[cfg(target_arch = "x86_64")]
-const TARGET: &str = "x86_64-unknown-linux-musl";
-#[cfg(target_arch = "aarch64")]
-const TARGET: &str = "aarch64-unknown-linux-musl";
+use release::{TARGET, VERSION};
 
 /// Installs fetch tsx (and esbuild) through the shared npm cache.
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(300);
@@ -108,20 +104,9 @@ impl Tree {
 fn tree() -> &'static Tree {
     static TREE: OnceLock<Tree> = OnceLock::new();
     TREE.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("npm-release-tests");
-        let out = dir.join("tree");
-        let _ = fs::remove_dir_all(&out);
-        let build = run(
-            Command::new("bash")
-                .arg(Path::new(ROOT).join("scripts/build-release.sh"))
-                .args(["--target", TARGET, "--out"])
-                .arg(&out)
-                // npm pack keeps its logs in its cache.
-                .env("npm_config_cache", dir.join("npm-cache")),
-            Duration::from_secs(900),
-        );
-        build.success();
-        let tree = Tree { out };
+        let tree = Tree {
+            out: release::host_release("npm-release-tests").to_path_buf(),
+        };
         assert!(tree.tgz().is_file(), "no npm package in the release tree");
         tree
     })

@@ -12,6 +12,8 @@
 
 #[path = "util/http.rs"]
 mod http;
+#[path = "util/release.rs"]
+mod release;
 mod util;
 
 use http::Server;
@@ -19,17 +21,12 @@ use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::Duration;
 use util::{wait_with_output, which, Project, Run};
 
-const VERSION: &str = env!("CARGO_PKG_VERSION");
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+use release::VERSION;
 
-#[cfg(target_arch = "x86_64")]
-const TARGET: &str = "x86_64-unknown-linux-musl";
-#[cfg(target_arch = "aarch64")]
-const TARGET: &str = "aarch64-unknown-linux-musl";
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 const WORKFLOWS: [&str; 3] = ["build-audit-fix", "issue-runner", "ralph"];
 
@@ -37,24 +34,7 @@ const WORKFLOWS: [&str; 3] = ["build-audit-fix", "issue-runner", "ralph"];
 
 /// The release tree, built once for all the tests of this file.
 fn release() -> &'static Path {
-    static TREE: OnceLock<PathBuf> = OnceLock::new();
-    TREE.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("workflows-tests");
-        let out = dir.join("tree");
-        let _ = fs::remove_dir_all(&out);
-        let mut cmd = Command::new("bash");
-        cmd.arg(Path::new(ROOT).join("scripts/build-release.sh"))
-            .args(["--target", TARGET, "--out"])
-            .arg(&out)
-            // npm pack keeps its logs in its cache.
-            .env("npm_config_cache", dir.join("npm-cache"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let child = cmd.spawn().expect("spawn build-release.sh");
-        wait_with_output(child, Duration::from_secs(900)).success();
-        out
-    })
+    release::host_release("workflows-tests")
 }
 
 /// The URL of the release's workflows.tar.gz on `server`.

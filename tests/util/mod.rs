@@ -460,3 +460,29 @@ pub fn bun() -> PathBuf {
         })
         .expect("bun not found on PATH nor in the cache dir: scripts/test.sh installs it")
 }
+
+/// Whether the tests run as root (some need mounts, chroot or tmpfs).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Prints why a test does not run here; the test then passes.
+pub fn skip(test: &str, why: &str) {
+    eprintln!("SKIPPED {test}: {why}");
+}
+
+/// A path as a C string, for a direct system call.
+pub fn c_path(p: &Path) -> std::ffi::CString {
+    std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("path without NUL")
+}
+
+/// The names directly inside `dir`, sorted.
+pub fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
