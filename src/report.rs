@@ -78,6 +78,14 @@ fn head(s: &str, n: usize) -> &str {
     }
 }
 
+/// A log line about one script run: the event and which run it is.
+fn script_line(log: &RunLog, event: &str, run: &ScriptRun) -> Object {
+    log.line(event)
+        .num("iteration", run.iteration)
+        .num("attempt", run.attempt)
+        .str("target", run.label)
+}
+
 impl Reporter {
     /// `log`: the run log's path, already chosen (`--log` over `LOOPX_LOG`).
     pub fn new(log: Option<&Path>, verbose: bool, run_id: &str) -> Result<Reporter, Error> {
@@ -110,20 +118,20 @@ impl Reporter {
         self.status = StatusFile::create(root, target, run_id);
     }
 
+    /// The status file's state for `run`.
+    fn set_status(&mut self, run: &ScriptRun, phase: Phase) {
+        if let Some(status) = &mut self.status {
+            let now = clock::unix_ms(SystemTime::now());
+            status.update(run.label, run.iteration, run.attempt, phase, now);
+        }
+    }
+
     pub fn script_start(&mut self, run: &ScriptRun) {
         self.script_started = Instant::now();
         self.iterations = run.iteration;
-        if let Some(status) = &mut self.status {
-            let now = clock::unix_ms(SystemTime::now());
-            status.update(run.label, run.iteration, run.attempt, Phase::Running, now);
-        }
+        self.set_status(run, Phase::Running);
         if let Some(log) = &mut self.log {
-            let line = log
-                .line("script_start")
-                .num("iteration", run.iteration)
-                .num("attempt", run.attempt)
-                .str("target", run.label);
-            log.write(line);
+            log.write(script_line(log, "script_start", run));
         }
     }
 
@@ -163,11 +171,7 @@ impl Reporter {
                     .opt_str("result_head", out.result.as_deref().map(|r| head(r, 200)))
                     .finish(),
             };
-            let mut line = log
-                .line("script_end")
-                .num("iteration", run.iteration)
-                .num("attempt", run.attempt)
-                .str("target", run.label);
+            let mut line = script_line(log, "script_end", run);
             line = match code {
                 Some(c) => line.int("exit_code", c),
                 None => line.raw("exit_code", "null"),
@@ -200,28 +204,16 @@ impl Reporter {
 
     pub fn timeout(&mut self, run: &ScriptRun, after: Duration) {
         if let Some(log) = &mut self.log {
-            let line = log
-                .line("timeout")
-                .num("iteration", run.iteration)
-                .num("attempt", run.attempt)
-                .str("target", run.label)
-                .num("timeout_ms", after.as_millis() as u64);
+            let line = script_line(log, "timeout", run).num("timeout_ms", after.as_millis() as u64);
             log.write(line);
         }
     }
 
     /// A retry is coming after `delay`; `why` says how the attempt failed.
     pub fn retry(&mut self, run: &ScriptRun, why: &str, delay: Duration) {
-        if let Some(status) = &mut self.status {
-            let now = clock::unix_ms(SystemTime::now());
-            status.update(run.label, run.iteration, run.attempt, Phase::RetryWait, now);
-        }
+        self.set_status(run, Phase::RetryWait);
         if let Some(log) = &mut self.log {
-            let line = log
-                .line("retry")
-                .num("iteration", run.iteration)
-                .num("attempt", run.attempt)
-                .str("target", run.label)
+            let line = script_line(log, "retry", run)
                 .str("why", why)
                 .num("delay_ms", delay.as_millis() as u64);
             log.write(line);

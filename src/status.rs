@@ -63,9 +63,38 @@ fn start_time(pid: &str) -> Option<String> {
 }
 
 /// The latest state to write, handed from the loop to the writer thread.
+/// What the loop is doing, as handed to the writer thread.
+struct State {
+    script: String,
+    iteration: u64,
+    attempt: u64,
+    phase: Phase,
+    since_ms: u64,
+}
+
+impl State {
+    /// The file's body: the run's fixed fields, then this state.
+    fn render(&self, fixed: &Object) -> String {
+        fixed
+            .clone()
+            .str("script", &self.script)
+            .num("iteration", self.iteration)
+            .num("attempt", self.attempt)
+            .str(
+                "state",
+                match self.phase {
+                    Phase::Running => "running",
+                    Phase::RetryWait => "waiting_to_retry",
+                },
+            )
+            .str("since", &clock::format_ms(self.since_ms))
+            .finish()
+    }
+}
+
 #[derive(Default)]
 struct Slot {
-    latest: Option<String>,
+    latest: Option<State>,
     closed: bool,
     /// The writer waits for a state, not for its next turn: only then does
     /// a new state need to wake it (one wake-up per write, not per event).
@@ -83,8 +112,6 @@ type Shared = Arc<(Mutex<Slot>, Condvar)>;
 pub struct StatusFile {
     path: PathBuf,
     tmp: PathBuf,
-    /// The fields that never change, as JSON members.
-    fixed: Object,
     shared: Shared,
     writer: Option<std::thread::JoinHandle<()>>,
 }
@@ -111,7 +138,7 @@ const WRITE_EVERY: Duration = Duration::from_millis(100);
 
 /// The writer thread: waits for a state, writes the latest one, until
 /// closed.
-fn write_states(shared: Shared, tmp: PathBuf, path: PathBuf) {
+fn write_states(shared: Shared, fixed: Object, tmp: PathBuf, path: PathBuf) {
     // Signals are the loop's business (signals.rs), not this thread's.
     // SAFETY: a filled signal set, applied to this thread only.
     unsafe {
@@ -122,7 +149,7 @@ fn write_states(shared: Shared, tmp: PathBuf, path: PathBuf) {
     let (lock, ready) = &*shared;
     let mut next_write = Instant::now();
     loop {
-        let body = {
+        let state = {
             let Ok(mut slot) = lock.lock() else { return };
             loop {
                 if slot.closed {
@@ -141,11 +168,12 @@ fn write_states(shared: Shared, tmp: PathBuf, path: PathBuf) {
                 };
             }
             match slot.latest.take() {
-                Some(body) => body,
+                Some(state) => state,
                 None => continue,
             }
         };
-        replace(&tmp, &path, &body);
+        // Rendered here, not on the loop's path: most states are skipped.
+        replace(&tmp, &path, &state.render(&fixed));
         next_write = Instant::now() + WRITE_EVERY;
     }
 }
@@ -174,13 +202,12 @@ impl StatusFile {
             std::thread::Builder::new()
                 .name("status".into())
                 .stack_size(64 * 1024)
-                .spawn(move || write_states(shared, tmp, path))
+                .spawn(move || write_states(shared, fixed, tmp, path))
                 .ok()?
         };
         Some(StatusFile {
             path,
             tmp,
-            fixed,
             shared,
             writer: Some(writer),
         })
@@ -195,24 +222,16 @@ impl StatusFile {
         phase: Phase,
         since_ms: u64,
     ) {
-        let body = self
-            .fixed
-            .clone()
-            .str("script", script)
-            .num("iteration", iteration)
-            .num("attempt", attempt)
-            .str(
-                "state",
-                match phase {
-                    Phase::Running => "running",
-                    Phase::RetryWait => "waiting_to_retry",
-                },
-            )
-            .str("since", &clock::format_ms(since_ms))
-            .finish();
+        let state = State {
+            script: script.to_string(),
+            iteration,
+            attempt,
+            phase,
+            since_ms,
+        };
         let (lock, ready) = &*self.shared;
         if let Ok(mut slot) = lock.lock() {
-            slot.latest = Some(body);
+            slot.latest = Some(state);
             if slot.idle {
                 slot.idle = false;
                 ready.notify_one();
