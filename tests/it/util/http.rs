@@ -15,7 +15,6 @@
 //! server.route("/old", http::Response::redirect(302, "/new"));
 //! let url = server.url(); // http://127.0.0.1:PORT
 //! ```
-#![allow(dead_code)]
 
 use std::fs;
 use std::io::{self, BufRead, BufReader, Read, Write};

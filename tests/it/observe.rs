@@ -1,10 +1,7 @@
 //! Seeing what a loop did and does (DESIGN.md "Beyond the spec"): the JSONL
 //! run log (`--log`, `LOOPX_LOG`), `loopx status`, and `--verbose`.
 
-#[path = "util/procs.rs"]
-mod procs;
-mod util;
-
+use crate::util::procs;
 use std::collections::BTreeSet;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -12,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::util::*;
 use procs::*;
-use util::*;
 
 /// The log's lines, each parsed (a torn line fails the test).
 fn events(path: &Path) -> Vec<Value> {
@@ -78,9 +75,8 @@ fn run_log_records_every_event_field_by_field() {
         "0",
         "w",
     ])
-    .run()
-    .success()
-    .stderr_is("loopx: w:check failed (exit 2); retry 1 of 1 in 0s\n");
+    .stderr("loopx: w:check failed (exit 2); retry 1 of 1 in 0s\n")
+    .run();
     let log = p.path("run.jsonl");
     assert_eq!(
         fs::metadata(&log).unwrap().permissions().mode() & 0o777,
@@ -172,9 +168,7 @@ fn result_head_is_the_first_200_characters() {
     let p = Project::new();
     let long = "é".repeat(300);
     p.script("w", "index.sh", &format!("printf '%s' '{long}'\n"));
-    p.loopx(&["run", "-n", "1", "--log", "log", "w"])
-        .run()
-        .success();
+    p.loopx(&["run", "-n", "1", "--log", "log", "w"]).run();
     let ev = events(&p.path("log"));
     let out = &ev[2]["output"];
     assert_eq!(out["structured"], false);
@@ -205,7 +199,7 @@ fn run_end_gives_the_reason_and_exit_code() {
         let _ = fs::remove_file(p.path("log"));
         let mut all = vec!["run", "--log", "log"];
         all.extend_from_slice(args);
-        p.loopx(&all).run().code(code);
+        p.loopx(&all).status(code).run();
         let ev = events(&p.path("log"));
         let end = ev.last().unwrap();
         assert_eq!(end["event"], "run_end", "{args:?}");
@@ -236,7 +230,7 @@ fn an_interrupted_run_logs_the_signal_reason() {
         "index.sh",
         "echo $$ > \"$LOOPX_PROJECT_ROOT/pid\"\nsleep 30\n",
     );
-    let run = start(p.loopx(&["run", "--log", "log", "w"]));
+    let run = p.loopx(&["run", "--log", "log", "w"]).start();
     read_pid(&p, "pid");
     run.signal(libc::SIGTERM);
     run.finish().code(143);
@@ -252,16 +246,16 @@ fn a_log_that_cannot_be_opened_is_a_usage_error_before_anything_runs() {
     let p = Project::new();
     p.script("w", "index.sh", "echo ran >> \"$LOOPX_PROJECT_ROOT/ran\"\n");
     p.loopx(&["run", "--log", "no/such/dir/log", "w"])
-        .run()
         .usage_error(
             "cannot open the run log no/such/dir/log",
             "loopx run --help",
-        );
+        )
+        .run();
     p.loopx(&["run", "w"])
         .env("LOOPX_LOG", p.path("no/such/dir/log"))
-        .run()
-        .failure()
-        .stderr_has("cannot open the run log");
+        .status(1)
+        .stderr_contains("cannot open the run log")
+        .run();
     assert!(!p.exists("ran"));
 }
 
@@ -273,7 +267,6 @@ fn a_log_write_that_fails_later_is_warned_once_and_the_loop_goes_on() {
     let o = p
         .loopx(&["run", "-n", "3", "--log", "/dev/full", "w"])
         .run();
-    o.success();
     assert_eq!(o.stderr.matches("warning").count(), 1, "{}", o.stderr);
     o.stderr_has("cannot write the run log /dev/full");
     assert_eq!(p.read("ran").lines().count(), 3);
@@ -285,14 +278,11 @@ fn loopx_log_in_the_environment_logs_and_the_flag_wins() {
     p.script("w", "index.sh", "");
     p.loopx(&["run", "-n", "1", "w"])
         .env("LOOPX_LOG", p.path("env.jsonl"))
-        .run()
-        .success()
-        .stderr_is_empty();
+        .run();
     assert_eq!(kinds(&events(&p.path("env.jsonl"))).len(), 4);
     p.loopx(&["run", "-n", "1", "--log", "flag.jsonl", "w"])
         .env("LOOPX_LOG", p.path("env.jsonl"))
-        .run()
-        .success();
+        .run();
     assert_eq!(
         kinds(&events(&p.path("env.jsonl"))).len(),
         4,
@@ -312,7 +302,10 @@ fn two_runs_appending_to_one_log_leave_only_whole_lines() {
     );
     let log = p.path("shared.jsonl");
     let runs: Vec<_> = (0..2)
-        .map(|_| start(p.loopx(&["run", "-n", "150", "--log", log.to_str().unwrap(), "w"])))
+        .map(|_| {
+            p.loopx(&["run", "-n", "150", "--log", log.to_str().unwrap(), "w"])
+                .start()
+        })
         .collect();
     for run in runs {
         run.finish().success();
@@ -348,10 +341,10 @@ fn status_shows_a_run_in_a_long_script_and_forgets_it_after_sigkill() {
             "think.sh",
             "echo $$ > \"$LOOPX_PROJECT_ROOT/pid\"\nexec sleep 30\n",
         );
-    let run = start(
-        p.loopx(&["run", "ralph"])
-            .env("XDG_RUNTIME_DIR", runtime_dir(&p)),
-    );
+    let run = p
+        .loopx(&["run", "ralph"])
+        .env("XDG_RUNTIME_DIR", runtime_dir(&p))
+        .start();
     let script = read_pid(&p, "pid");
     // The state file is written within a tenth of a second of each event.
     wait_until("status shows ralph:think", || {
@@ -436,7 +429,6 @@ fn the_status_file_goes_when_the_run_ends() {
         .loopx(&["run", "-n", "1", "w"])
         .env("XDG_RUNTIME_DIR", runtime_dir(&p))
         .run();
-    o.success();
     assert!(
         p.read("seen").trim().ends_with(".json"),
         "{}",
@@ -461,8 +453,7 @@ fn without_xdg_runtime_dir_state_lives_in_a_private_temp_directory() {
     p.loopx(&["run", "-n", "1", "w"])
         .env_remove("XDG_RUNTIME_DIR")
         .env("TMPDIR", &tmp)
-        .run()
-        .success();
+        .run();
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
     let seen = p.read("seen");
@@ -478,10 +469,7 @@ fn status_is_listed_in_top_help_and_run_status_runs_a_workflow() {
         "index.sh",
         "echo workflow >&2\n$LOOPX_BIN output --stop\n",
     );
-    p.loopx(&["run", "status"])
-        .run()
-        .success()
-        .stderr_is("workflow\n");
+    p.loopx(&["run", "status"]).stderr("workflow\n").run();
     let help = p.loopx(&["-h"]).run();
     assert!(
         help.stdout
@@ -502,7 +490,6 @@ fn verbose_prints_one_line_per_script_run_and_the_end() {
     let o = p
         .loopx(&["run", "-v", "--retry", "1", "--retry-delay", "0", "w"])
         .run();
-    o.success();
     let lines: Vec<String> = o
         .stderr
         .lines()
@@ -565,14 +552,12 @@ fn verbose_points_out_outputs_that_are_probably_mistakes() {
         ),
     ] {
         let target = format!("w:{name}");
-        let o = p.loopx(&["run", "-v", "-n", "1", &target]).run();
-        o.success()
-            .stderr_has(&format!("loopx: note: {target}: {note}"));
+        let o = p
+            .loopx(&["run", "-v", "-n", "1", &target])
+            .stderr_contains(&format!("loopx: note: {target}: {note}"))
+            .run();
         // Notes only: without -v, §2.3's silence.
-        p.loopx(&["run", "-n", "1", &target])
-            .run()
-            .success()
-            .stderr_is_empty();
+        p.loopx(&["run", "-n", "1", &target]).run();
     }
 }
 
@@ -603,9 +588,8 @@ fn without_log_or_verbose_nothing_new_is_written_or_printed() {
     let before = (tree(p.root()), tree(p.home()));
     p.loopx(&["run", "--retry", "1", "--retry-delay", "0", "w"])
         .env("XDG_RUNTIME_DIR", &runtime)
+        .stdout("")
         .run()
-        .success()
-        .stdout_empty()
         // Only the retry line the user asked for with --retry.
         .stderr_is("loopx: w:check failed (exit 2); retry 1 of 1 in 0s\n");
     let (root, mut home) = (tree(p.root()), tree(p.home()));

@@ -6,10 +6,8 @@
 //! that tree, with HOME and TMPDIR in temp directories.
 #![cfg(target_os = "linux")]
 
-#[path = "util/http.rs"]
-mod http;
-mod util;
-
+use crate::util::which;
+use crate::util::{http, release};
 use http::{Response, Server};
 use std::fs;
 use std::io::Write;
@@ -18,7 +16,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
-use util::which;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -228,13 +225,15 @@ fn build_release(out: &Path, target_dir: Option<&Path>) -> Build {
     }
 }
 
-/// The one build the tests share.
+/// The one build the tests share (util/release.rs).
 fn release() -> &'static Build {
     static BUILD: OnceLock<Build> = OnceLock::new();
     BUILD.get_or_init(|| {
-        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("release-tests/shared-release");
-        let _ = fs::remove_dir_all(&out);
-        build_release(&out, None)
+        let tree = release::host_release();
+        Build {
+            out: tree.out.clone(),
+            stdout: tree.stdout.clone(),
+        }
     })
 }
 

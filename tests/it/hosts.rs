@@ -11,12 +11,8 @@
 //! these tests print why they skip and pass.
 #![cfg(target_os = "linux")]
 
-#[path = "util/procs.rs"]
-mod procs;
-#[path = "util/release.rs"]
-mod release;
-mod util;
-
+use crate::util;
+use crate::util::{procs, release};
 use std::ffi::CString;
 use std::fs;
 use std::io;
@@ -27,8 +23,8 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::util::{c_path, is_root, skip, wait_with_output, Outcome, Project, TempDir};
 use procs::{alive, wait_for_file};
-use util::{c_path, is_root, skip, wait_with_output, Outcome, Project, TempDir};
 
 use release::TARGET;
 
@@ -157,7 +153,7 @@ fn without_any_bash_a_sh_workflow_fails_before_the_first_iteration() {
 fn release_binary() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let tree = release::host_release("hosts-release");
+        let tree = release::host_release().out.as_path();
         let archive = release::version_dir(tree).join(format!("loopx-{TARGET}.tar.gz"));
         let file = fs::File::open(&archive).expect("open the release archive");
         let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(file));

@@ -10,19 +10,15 @@
 //! with PyYAML and run, and the README's list of workflows.
 #![cfg(target_os = "linux")]
 
-#[path = "util/http.rs"]
-mod http;
-#[path = "util/release.rs"]
-mod release;
-mod util;
-
+use crate::util;
+use crate::util::{http, release};
+use crate::util::{wait_with_output, which, Project, Run};
 use http::Server;
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use util::{wait_with_output, which, Project, Run};
 
 use release::VERSION;
 
@@ -34,7 +30,7 @@ const WORKFLOWS: [&str; 3] = ["build-audit-fix", "issue-runner", "ralph"];
 
 /// The release tree, built once for all the tests of this file.
 fn release() -> &'static Path {
-    release::host_release("workflows-tests")
+    &release::host_release().out
 }
 
 /// The URL of the release's workflows.tar.gz on `server`.
@@ -209,14 +205,12 @@ impl Lab {
         fs::create_dir_all(lab.gh.join("issues")).expect("mkdir issues");
         let url = workflows_url(&lab.server);
         if workflows.is_empty() {
-            lab.loopx(&["install", &url]).run().success();
+            lab.loopx(&["install", &url]).run();
         }
         for w in workflows {
             lab.loopx(&["install", "-w", w, &url])
-                .run()
-                .success()
-                .stdout_has(w)
-                .stderr_empty();
+                .stdout_contains(w)
+                .run();
         }
         lab
     }
@@ -365,7 +359,7 @@ fn the_release_tarball_installs_the_three_workflows_and_nothing_else() {
     let server = Server::serve_dir(release()).expect("serve");
     // From latest/ too, as the README's command has it.
     let url = server.url_for("/latest/download/workflows.tar.gz");
-    p.loopx(&["install", &url]).run().success().stderr_empty();
+    p.loopx(&["install", &url]).run();
     assert_eq!(names_in(&p.path(".loopx")), WORKFLOWS);
     for w in WORKFLOWS {
         let dir = p.path(&format!(".loopx/{w}"));
@@ -386,7 +380,6 @@ fn the_release_tarball_installs_the_three_workflows_and_nothing_else() {
     assert!(!p.exists(".loopx/AUTHORING.md"));
     // Valid in every respect run -h checks: no warnings.
     let help = p.loopx(&["run", "-h"]).run();
-    help.success().stderr_empty();
     for w in WORKFLOWS {
         help.stdout_has(w);
     }
@@ -399,9 +392,7 @@ fn install_w_takes_one_workflow_and_its_loopx_range_accepts_this_version() {
     for w in WORKFLOWS {
         // No -y: a range that excluded this version would refuse.
         p.loopx(&["install", "-w", w, &workflows_url(&server)])
-            .run()
-            .success()
-            .stderr_empty();
+            .run();
         let pkg: Value = serde_json::from_str(&p.read(&format!(".loopx/{w}/package.json")))
             .expect("package.json is JSON");
         let range = pkg["dependencies"]["loopx"]
@@ -537,11 +528,10 @@ fn ralph_runs_a_fresh_agent_per_iteration_until_it_prints_the_done_line() {
             "30s",
             "ralph",
         ])
+        .stdout("")
+        .stderr_contains("did item 2")
+        .stderr_contains("ralph: the agent marked the task done after 4 iteration(s)")
         .run();
-    o.success()
-        .stdout_empty()
-        .stderr_has("did item 2")
-        .stderr_has("ralph: the agent marked the task done after 4 iteration(s)");
     let log = lab.p.path("run.jsonl");
     assert_eq!(path_taken(&log), ["ralph:index"; 4]);
     assert_eq!(run_end(&log)["reason"], "stop");
@@ -618,9 +608,8 @@ fn ralph_retries_an_agent_that_hangs_past_the_timeout() {
             "0",
             "ralph",
         ])
+        .stderr_contains("loopx: ralph:index timed out after 1s; retry 1 of 1")
         .run();
-    o.success()
-        .stderr_has("loopx: ralph:index timed out after 1s; retry 1 of 1");
     let log = lab.p.path("run.jsonl");
     assert_eq!(path_taken(&log), ["ralph:index", "ralph:index#2"]);
     assert!(events(&log).iter().any(|e| e["event"] == "timeout"));
@@ -638,10 +627,11 @@ fn ralph_exits_124_when_the_agent_hangs_and_no_retry_is_left() {
     let o = lab
         .loopx(&["run", "--log", "run.jsonl", "--timeout", "1s", "ralph"])
         .timeout(Duration::from_secs(30))
+        .status(124)
+        .stderr_contains(
+            "loopx: error: ralph:index timed out after 1s; its process group was terminated",
+        )
         .run();
-    o.code(124).stderr_has(
-        "loopx: error: ralph:index timed out after 1s; its process group was terminated",
-    );
     let end = run_end(&lab.p.path("run.jsonl"));
     assert_eq!(end["reason"], "timed_out");
     assert_eq!(end["exit_code"], 124);
@@ -651,19 +641,19 @@ fn ralph_exits_124_when_the_agent_hangs_and_no_retry_is_left() {
 fn ralph_fails_clearly_without_a_prompt_file_or_when_the_agent_fails() {
     let lab = Lab::new(&["ralph"]);
     lab.loopx(&["run", "ralph"])
-        .run()
-        .failure()
-        .stderr_has("ralph: no prompt file at ")
-        .stderr_has("PROMPT.md: write one, or set RALPH_PROMPT");
+        .status(1)
+        .stderr_contains("ralph: no prompt file at ")
+        .stderr_contains("PROMPT.md: write one, or set RALPH_PROMPT")
+        .run();
     assert_eq!(lab.agent_calls(), 0);
 
     lab.p.file("PROMPT.md", PROMPT);
     lab.reply(0, "echo 'rate limited' >&2; exit 3");
     lab.loopx(&["run", "ralph"])
-        .run()
-        .failure()
-        .stderr_has("rate limited")
-        .stderr_has("ralph: the agent failed (exit 3)");
+        .status(1)
+        .stderr_contains("rate limited")
+        .stderr_contains("ralph: the agent failed (exit 3)")
+        .run();
 }
 
 // ======================================================= build-audit-fix
@@ -721,10 +711,9 @@ fn build_audit_fix_runs_checks_in_parallel_and_fixes_until_the_audit_approves() 
         ])
         .env("LINT_CMD", &lint)
         .env("TEST_CMD", &test)
+        .stdout("")
+        .stderr_contains("build-audit-fix: approved in round 2")
         .run();
-    o.success()
-        .stdout_empty()
-        .stderr_has("build-audit-fix: approved in round 2");
     assert_eq!(
         path_taken(&lab.p.path("run.jsonl")),
         [
@@ -815,12 +804,12 @@ fn build_audit_fix_stops_with_exit_1_after_max_rounds_without_approval() {
         .loopx(&["run", "--log", "run.jsonl", "build-audit-fix"])
         .env("MAX_ROUNDS", "2")
         .env("TEST_CMD", "true")
-        .run();
-    o.failure()
-        .stderr_has("build-audit-fix: not approved after 2 rounds (MAX_ROUNDS=2)")
-        .stderr_has(
+        .status(1)
+        .stderr_contains("build-audit-fix: not approved after 2 rounds (MAX_ROUNDS=2)")
+        .stderr_contains(
             "loopx: error: script build-audit-fix:report exited with code 1; stopping the loop",
-        );
+        )
+        .run();
     let log = lab.p.path("run.jsonl");
     assert_eq!(
         path_taken(&log),
@@ -882,9 +871,8 @@ fn build_audit_fix_worktree_commits_each_step_on_a_new_branch_and_leaves_the_che
     lab.loopx(&["run", "--log", "run.jsonl", "build-audit-fix"])
         .env("WORKTREE", "1")
         .env("TEST_CMD", "grep -q fixed app.txt")
-        .run()
-        .success()
-        .stderr_has("build-audit-fix: removed the worktree");
+        .stderr_contains("build-audit-fix: removed the worktree")
+        .run();
 
     // The checkout: same commit, same branch, same files; the one new
     // file is the report (and the run log this test asked for).
@@ -959,9 +947,9 @@ fn build_audit_fix_agent_that_hangs_times_out_and_the_report_says_where() {
         "2s",
         "build-audit-fix",
     ])
-    .run()
-    .code(124)
-    .stderr_has("build-audit-fix:audit timed out after 2s");
+    .status(124)
+    .stderr_contains("build-audit-fix:audit timed out after 2s")
+    .run();
     let log = lab.p.path("run.jsonl");
     assert_eq!(
         path_taken(&log),
@@ -987,20 +975,20 @@ fn build_audit_fix_agent_that_hangs_times_out_and_the_report_says_where() {
 fn build_audit_fix_needs_a_task_and_a_sane_max_rounds() {
     let lab = Lab::new(&["build-audit-fix"]);
     lab.loopx(&["run", "build-audit-fix"])
-        .run()
-        .failure()
-        .stderr_has("TASK.md: write the task there, or set TASK_FILE");
+        .status(1)
+        .stderr_contains("TASK.md: write the task there, or set TASK_FILE")
+        .run();
     lab.p.file("TASK.md", TASK);
     lab.loopx(&["run", "build-audit-fix"])
         .env("MAX_ROUNDS", "0")
-        .run()
-        .failure()
-        .stderr_has("MAX_ROUNDS must be a positive integer, not '0'");
+        .status(1)
+        .stderr_contains("MAX_ROUNDS must be a positive integer, not '0'")
+        .run();
     lab.loopx(&["run", "build-audit-fix"])
         .env("WORKTREE", "1")
-        .run()
-        .failure()
-        .stderr_has("WORKTREE=1 needs the project to be in a git repository");
+        .status(1)
+        .stderr_contains("WORKTREE=1 needs the project to be in a git repository")
+        .run();
     assert_eq!(lab.agent_calls(), 0);
 }
 
@@ -1097,11 +1085,10 @@ fn issue_runner_takes_the_oldest_issue_of_an_allowed_author_and_labels_it_done()
     );
     let o = lab
         .runner(&["--log", "run.jsonl", "--timeout", "30s"])
+        .stdout("")
+        .stderr_contains("issue-runner: #5: its author mallory is not in ALLOWED_AUTHORS; skipped")
+        .stderr_contains("issue-runner: #3 moved to agent:done")
         .run();
-    o.success()
-        .stdout_empty()
-        .stderr_has("issue-runner: #5: its author mallory is not in ALLOWED_AUTHORS; skipped")
-        .stderr_has("issue-runner: #3 moved to agent:done");
     assert_eq!(
         path_taken(&lab.p.path("run.jsonl")),
         [
@@ -1166,13 +1153,12 @@ fn issue_runner_takes_the_oldest_issue_of_an_allowed_author_and_labels_it_done()
 
     // The next run (cron's next tick) takes the next one: #8 by bob.
     lab.reply(0, "echo done; echo ROUTE: done");
-    lab.runner(&[]).run().success();
+    lab.runner(&[]).run();
     assert_eq!(lab.labels(8), ["agent:done"]);
     // And then there is nothing left to take.
     lab.runner(&["--log", "last.jsonl"])
-        .run()
-        .success()
-        .stderr_has("issue-runner: no open issue labeled agent:todo to take");
+        .stderr_contains("issue-runner: no open issue labeled agent:todo to take")
+        .run();
     assert_eq!(
         path_taken(&lab.p.path("last.jsonl")),
         ["issue-runner:index"]
@@ -1195,7 +1181,7 @@ fn issue_runner_maps_route_tokens_to_labels_and_unknown_ones_to_a_human() {
         );
     let routes = "review = agent:review, wontfix=agent:wontfix";
     for _ in 0..3 {
-        lab.runner(&[]).env("ROUTES", routes).run().success();
+        lab.runner(&[]).env("ROUTES", routes).run();
     }
     assert_eq!(lab.labels(1), ["agent:review"]);
     assert_eq!(lab.labels(2), ["agent:needs-human"]);
@@ -1227,9 +1213,9 @@ fn issue_runner_agent_that_hangs_times_out_and_the_next_run_hands_the_issue_to_a
     let lab = three_issues();
     lab.reply(1, "echo 'looking at it'; sleep 30");
     lab.runner(&["--log", "run.jsonl", "--timeout", "2s"])
-        .run()
-        .code(124)
-        .stderr_has("issue-runner:work timed out after 2s");
+        .status(124)
+        .stderr_contains("issue-runner:work timed out after 2s")
+        .run();
     assert_eq!(
         path_taken(&lab.p.path("run.jsonl")),
         ["issue-runner:index", "issue-runner:work"]
@@ -1242,10 +1228,9 @@ fn issue_runner_agent_that_hangs_times_out_and_the_next_run_hands_the_issue_to_a
     // The next run finishes it first, then takes the next issue.
     lab.reply(2, "echo ROUTE: done");
     lab.runner(&["--timeout", "30s"])
-        .run()
-        .success()
-        .stderr_has("issue-runner: #3 moved to agent:needs-human")
-        .stderr_has("issue-runner: #8 moved to agent:done");
+        .stderr_contains("issue-runner: #3 moved to agent:needs-human")
+        .stderr_contains("issue-runner: #8 moved to agent:done")
+        .run();
     assert_eq!(lab.labels(3), ["agent:needs-human"]);
     let comment = lab.comments(3);
     assert!(
@@ -1292,12 +1277,12 @@ fn issue_runner_stops_when_the_forge_cannot_list_issues() {
     let lab = three_issues();
     lab.gh_fails("issue list");
     lab.runner(&[])
-        .run()
-        .failure()
-        .stderr_has("fake gh: issue list failed: HTTP 502")
-        .stderr_has(
+        .status(1)
+        .stderr_contains("fake gh: issue list failed: HTTP 502")
+        .stderr_contains(
             "issue-runner: listing the open issues labeled agent:todo failed (gh issue list)",
-        );
+        )
+        .run();
     assert_eq!(lab.take_gh_calls(), [LIST]);
     assert_eq!(lab.agent_calls(), 0);
 }
@@ -1307,9 +1292,9 @@ fn issue_runner_takes_nothing_when_the_forge_cannot_move_the_label() {
     let lab = three_issues();
     lab.gh_fails("issue edit");
     lab.runner(&[])
-        .run()
-        .failure()
-        .stderr_has("issue-runner: could not move #3 to agent:working; it was not taken");
+        .status(1)
+        .stderr_contains("issue-runner: could not move #3 to agent:working; it was not taken")
+        .run();
     assert_eq!(lab.labels(3), ["agent:todo"]);
     assert!(!lab.state("claimed").exists());
     assert!(!lab.state("starts/3").exists());
@@ -1323,15 +1308,15 @@ fn issue_runner_that_cannot_clone_leaves_the_issue_to_the_next_run() {
     lab.gh_fails("repo clone");
     // The step fails (a --retry would clone again); the issue stays taken.
     lab.runner(&[])
-        .run()
-        .failure()
-        .stderr_has("issue-runner: cloning o/r failed");
+        .status(1)
+        .stderr_contains("issue-runner: cloning o/r failed")
+        .run();
     assert_eq!(lab.labels(3), ["agent:working"]);
     assert!(lab.state("claimed").is_file());
     assert_eq!(lab.agent_calls(), 0);
 
     lab.gh_fails("");
-    lab.runner(&[]).run().success();
+    lab.runner(&[]).run();
     assert_eq!(lab.labels(3), ["agent:needs-human"]);
     assert!(lab.comments(3).contains("ended before the agent finished"));
     assert_eq!(lab.labels(8), ["agent:done"], "then the next issue");
@@ -1344,18 +1329,17 @@ fn issue_runner_that_cannot_label_the_outcome_leaves_it_to_the_next_run() {
     // The 1st edit takes the issue, the 2nd (the outcome) fails.
     lab.gh_fails("issue edit 2");
     lab.runner(&[])
-        .run()
-        .failure()
-        .stderr_has("issue-runner: could not move #3 to agent:done (the next run tries again)");
+        .status(1)
+        .stderr_contains("issue-runner: could not move #3 to agent:done (the next run tries again)")
+        .run();
     assert_eq!(lab.labels(3), ["agent:working"]);
     assert_eq!(lab.agent_calls(), 1);
 
     // The next run applies the outcome the agent reached, not needs-human.
     lab.gh_fails("");
     lab.runner(&[])
-        .run()
-        .success()
-        .stderr_has("issue-runner: #3 moved to agent:done");
+        .stderr_contains("issue-runner: #3 moved to agent:done")
+        .run();
     assert_eq!(lab.labels(3), ["agent:done"]);
     assert_eq!(lab.comments(3), "");
     assert_eq!(lab.agent_calls(), 2, "and #8 after it");
@@ -1391,14 +1375,14 @@ fn issue_runner_needs_a_repo_and_an_allow_list() {
     let lab = three_issues();
     lab.loopx(&["run", "issue-runner"])
         .env("ALLOWED_AUTHORS", "alice")
-        .run()
-        .failure()
-        .stderr_has("issue-runner: set REPO to the repository to work on (owner/name)");
+        .status(1)
+        .stderr_contains("issue-runner: set REPO to the repository to work on (owner/name)")
+        .run();
     lab.loopx(&["run", "issue-runner"])
         .env("REPO", "o/r")
-        .run()
-        .failure()
-        .stderr_has("issue-runner: set ALLOWED_AUTHORS");
+        .status(1)
+        .stderr_contains("issue-runner: set ALLOWED_AUTHORS")
+        .run();
     assert!(lab.take_gh_calls().is_empty());
     assert_eq!(lab.agent_calls(), 0);
 }
@@ -1412,10 +1396,7 @@ fn forge_cmd_names_another_forge_cli() {
         "#!/bin/bash\n[ \"$1\" = --quiet ] || exit 9\nshift\nexec gh \"$@\"\n",
     );
     lab.reply(0, "echo ROUTE: done");
-    lab.runner(&[])
-        .env("FORGE_CMD", "forge --quiet")
-        .run()
-        .success();
+    lab.runner(&[]).env("FORGE_CMD", "forge --quiet").run();
     assert_eq!(lab.labels(3), ["agent:done"]);
 }
 
@@ -1684,7 +1665,6 @@ fn github_actions_matrix_runs_each_loopx_command_line_on_a_schedule() {
             .env("RUNNER_TEMP", &temp)
             .env("npm_config_update_notifier", "false")
             .run();
-        o.success();
         let log = temp.join("loopx.jsonl");
         assert_eq!(run_end(&log)["exit_code"], 0, "{w}");
         let path = path_taken(&log);

@@ -10,8 +10,6 @@
 //! `.loopx/` is then made with permission bits, which root ignores).
 #![cfg(target_os = "linux")]
 
-mod util;
-
 use std::ffi::CString;
 use std::fs;
 use std::io::{self, Read, Write};
@@ -24,7 +22,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use util::{c_path, is_root, names, skip, wait_with_output, Outcome, Project, Run, TempDir};
+use crate::util::{c_path, is_root, names, skip, wait_with_output, Outcome, Project, Run, TempDir};
 
 // ---------------------------------------------------------------- helpers
 
@@ -294,8 +292,12 @@ fn disk_filling_up_mid_install_leaves_loopx_dir_as_it_was() {
     write_file(&root.join(".loopx/keep/index.sh"), b"#!/bin/bash\n", 0o755);
     write_file(&root.join(".loopx/keep/notes.txt"), b"mine", 0o600);
     let before = snapshot(&root.join(".loopx"));
-    let o = f.install(&[&f.url]).current_dir(&root).run();
-    o.failure().stdout_empty();
+    let o = f
+        .install(&[&f.url])
+        .current_dir(&root)
+        .status(1)
+        .stdout("")
+        .run();
     assert_eq!(snapshot(&root.join(".loopx")), before, "{}", o.stderr);
     assert_eq!(names(&f.tmpdir()), Vec::<String>::new());
     o.stderr_has("loopx: error: cannot stage workflow 'flow': No space left on device")
@@ -328,7 +330,7 @@ fn missing_git_or_curl_leaves_loopx_dir_as_it_was_and_names_the_tool() {
 /// After a killed install: the next one succeeds, and neither `.loopx/` nor
 /// the TMPDIR keeps anything of either.
 fn next_install_succeeds_and_cleans_up(f: &Fixture) {
-    f.install(&[&f.url]).run().success();
+    f.install(&[&f.url]).run();
     assert_eq!(names(&f.loopx_dir()), ["flow", "keep"]);
     assert_eq!(names(&f.tmpdir()), Vec::<String>::new());
     assert_eq!(

@@ -3,11 +3,9 @@
 //! (§5.3), validation scope (§5.4), the discovery cache, target validation
 //! after discovery (§4.1) and the missing `.loopx/` directory (§7.2).
 
-mod util;
-
 use std::time::Duration;
 
-use util::*;
+use crate::util::*;
 
 const STOP: &str = r#"{"stop":true}"#;
 
@@ -30,10 +28,9 @@ fn good() -> Project {
 /// warning, and `run -h` lists it alone, without one either.
 #[track_caller]
 fn good_alone_runs_and_is_listed(p: &Project) {
-    p.loopx(&["run", "good"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "good"]).run();
     assert_eq!(log(p), "good\n");
     let o = p.loopx(&["run", "-h"]).run();
-    o.success().stderr_is_empty();
     assert_eq!(listed_workflows(&o.stdout), ["good"]);
 }
 
@@ -44,8 +41,9 @@ fn refused(p: &Project, target: &str, needles: &[&str]) -> Outcome {
     let o = p
         .loopx(&["run", target])
         .timeout(Duration::from_secs(15))
+        .status(1)
+        .stdout("")
         .run();
-    o.failure().stdout_empty();
     for n in needles {
         o.stderr_has(n);
     }
@@ -56,8 +54,7 @@ fn refused(p: &Project, target: &str, needles: &[&str]) -> Outcome {
 /// `loopx run -h`: exit 0, help on stdout, a warning naming every needle.
 #[track_caller]
 fn help_warns(p: &Project, needles: &[&str]) -> Outcome {
-    let o = p.loopx(&["run", "-h"]).run();
-    o.success().stderr_has("warning");
+    let o = p.loopx(&["run", "-h"]).stderr_contains("warning").run();
     for n in needles {
         o.stderr_has(n);
     }
@@ -81,14 +78,12 @@ fn listed_workflows(help: &str) -> Vec<String> {
 
 fn run_help_workflows(p: &Project) -> Vec<String> {
     let o = p.loopx(&["run", "-h"]).run();
-    o.success();
     listed_workflows(&o.stdout)
 }
 
 /// The help line of workflow `wf`.
 fn help_line(p: &Project, wf: &str) -> String {
     let o = p.loopx(&["run", "-h"]).run();
-    o.success();
     o.stdout
         .lines()
         .find(|l| l.trim_start().starts_with(&format!("{wf} ")))
@@ -101,7 +96,7 @@ fn help_line(p: &Project, wf: &str) -> String {
 #[test]
 fn workflow_is_a_subdirectory_with_a_top_level_script() {
     let p = good();
-    p.loopx(&["run", "good"]).run().success().stdout_empty();
+    p.loopx(&["run", "good"]).stdout("").run();
     assert_eq!(log(&p), "good\n");
     assert_eq!(run_help_workflows(&p), ["good"]);
 }
@@ -120,7 +115,6 @@ fn subdirectory_without_top_level_scripts_is_not_a_workflow() {
         refused(&p, target, &[&format!("'{wf}'")]);
     }
     let o = p.loopx(&["run", "-h"]).run();
-    o.success().stderr_is_empty();
     assert_eq!(listed_workflows(&o.stdout), ["good"]);
 }
 
@@ -131,9 +125,9 @@ fn subdirectory_without_scripts_is_ignored_even_with_an_invalid_name() {
     p.file(".loopx/my.notes/README.md", "x\n")
         .file(".loopx/bad name/lib/x.sh", "")
         .dir(".loopx/.git/hooks");
-    p.loopx(&["run", "good"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "good"]).run();
     assert_eq!(log(&p), "good\n");
-    p.loopx(&["run", "-h"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "-h"]).run();
 }
 
 #[test]
@@ -194,7 +188,7 @@ fn scripts_in_workflow_subdirectories_are_not_discovered() {
         .dir(".loopx/w/tool.sh");
     refused(&p, "w:helper", &["'helper'", "'w'"]);
     refused(&p, "w:tool", &["'tool'", "'w'"]);
-    p.loopx(&["run", "w"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "w"]).run();
     assert_eq!(log(&p), "w:index\n");
     let line = help_line(&p, "w");
     assert!(
@@ -223,9 +217,9 @@ fn non_script_files_in_a_workflow_are_ignored() {
     refused(&p, "w:Makefile", &["'Makefile'"]);
     // `index.json` does not collide with `index.sh`, and `my notes.md` is
     // not an invalid script name.
-    p.loopx(&["run", "w"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "w"]).run();
     assert_eq!(log(&p), "w:index\n");
-    p.loopx(&["run", "-h"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "-h"]).run();
 }
 
 #[test]
@@ -240,7 +234,7 @@ fn mjs_and_cjs_files_are_not_scripts() {
     refused(&p, "esm", &["'esm'"]);
     refused(&p, "cjs", &["'cjs'"]);
     // tool.mjs and tool.cjs share a base name but are no collision.
-    p.loopx(&["run", "w"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "w"]).run();
     assert_eq!(run_help_workflows(&p), ["w"]);
 }
 
@@ -253,7 +247,7 @@ fn symlinked_workflow_dir_is_discovered_under_the_link_name() {
     )
     .symlink("../shared/real-flow", ".loopx/alias");
     refused(&p, "real-flow", &["'real-flow'"]);
-    p.loopx(&["run", "alias"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "alias"]).run();
     assert_eq!(log(&p), "via-link\n");
     assert_eq!(run_help_workflows(&p), ["alias", "good"]);
 }
@@ -266,7 +260,7 @@ fn symlinked_workflow_dir_gets_the_link_name_in_loopx_workflow() {
         "echo \"$LOOPX_WORKFLOW\" >> \"$LOOPX_PROJECT_ROOT/log\"\nprintf '{\"stop\":true}'\n",
     )
     .symlink("../shared/real-flow", ".loopx/alias");
-    p.loopx(&["run", "alias"]).run().success();
+    p.loopx(&["run", "alias"]).run();
     assert_eq!(log(&p), "alias\n");
 }
 
@@ -280,7 +274,7 @@ fn symlinked_script_file_is_discovered_under_the_link_name() {
         .symlink("../../scripts/tool.v2.sh", ".loopx/w/go.sh");
     refused(&p, "w:tool", &["'tool'"]);
     refused(&p, "w:tool.v2", &["'tool.v2'"]);
-    p.loopx(&["run", "w:go"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "w:go"]).run();
     assert_eq!(log(&p), "linked\n");
     let line = help_line(&p, "w");
     assert!(line.contains("go"), "{line:?}");
@@ -328,8 +322,12 @@ fn invalid_script_name_in_sibling_workflow_is_fatal_for_run() {
         .script("broken", "bad name.sh", "");
     refused(&p, "good", &["bad name.sh", "'broken'"]);
     // Also with -n 0, which still validates (§4.2).
-    let o = p.loopx(&["run", "-n", "0", "good"]).run();
-    o.failure().stdout_empty().stderr_has("bad name.sh");
+    let o = p
+        .loopx(&["run", "-n", "0", "good"])
+        .status(1)
+        .stdout("")
+        .stderr_contains("bad name.sh")
+        .run();
 }
 
 #[test]
@@ -376,9 +374,12 @@ fn same_base_name_collision_is_fatal_for_run_and_lists_both_files() {
     refused(&p, "w", &["check.sh", "check.ts", "'w'"]);
     refused(&p, "w:check", &["check.sh", "check.ts"]);
     // The message says what kind of problem it is.
-    p.loopx(&["run", "w"]).run().failure().stderr_has(
-        "name collision in workflow 'w': script 'check' is defined by check.sh and check.ts",
-    );
+    p.loopx(&["run", "w"])
+        .status(1)
+        .stderr_contains(
+            "name collision in workflow 'w': script 'check' is defined by check.sh and check.ts",
+        )
+        .run();
 }
 
 #[test]
@@ -412,7 +413,7 @@ fn same_script_name_in_different_workflows_is_no_collision() {
     p.script("other", "index.sh", "")
         .script("other", "check.sh", "");
     p.script("good", "check.ts", "");
-    p.loopx(&["run", "good"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "good"]).run();
     assert_eq!(log(&p), "good\n");
 }
 
@@ -431,8 +432,12 @@ fn collisions_are_warnings_for_run_help() {
 #[test]
 fn missing_loopx_dir_is_an_error_that_tells_how_to_create_it() {
     let p = Project::bare();
-    let o = p.loopx(&["run", "ralph"]).run();
-    o.failure().stdout_empty().stderr_has(".loopx");
+    let o = p
+        .loopx(&["run", "ralph"])
+        .status(1)
+        .stdout("")
+        .stderr_contains(".loopx")
+        .run();
     assert!(
         o.stderr.contains("mkdir") || o.stderr.to_lowercase().contains("create"),
         "{}",
@@ -446,22 +451,30 @@ fn loopx_file_instead_of_directory_counts_as_missing() {
     let p = Project::bare();
     p.file(".loopx", "not a directory\n");
     p.loopx(&["run", "ralph"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has(".loopx");
+        .status(1)
+        .stdout("")
+        .stderr_contains(".loopx")
+        .run();
 }
 
 #[test]
 fn loopx_dir_of_an_ancestor_is_not_searched() {
     let p = good();
     p.dir("sub");
-    let o = p.loopx(&["run", "good"]).current_dir(p.path("sub")).run();
-    o.failure().stdout_empty().stderr_has(".loopx");
+    let o = p
+        .loopx(&["run", "good"])
+        .current_dir(p.path("sub"))
+        .status(1)
+        .stdout("")
+        .stderr_contains(".loopx")
+        .run();
     assert_eq!(log(&p), "");
     // Run help in the subdirectory lists nothing from the parent either.
-    let o = p.loopx(&["run", "-h"]).current_dir(p.path("sub")).run();
-    o.success().stderr_has(".loopx");
+    let o = p
+        .loopx(&["run", "-h"])
+        .current_dir(p.path("sub"))
+        .stderr_contains(".loopx")
+        .run();
     assert!(!o.stdout.contains("good"), "{}", o.stdout);
 }
 
@@ -479,7 +492,7 @@ fn commands_without_loopx_requirement_do_not_discover() {
         &["-h"],
         &[],
     ] {
-        p.loopx(args).run().success().stderr_is_empty();
+        p.loopx(args).run();
     }
 }
 
@@ -496,8 +509,12 @@ fn workflow_added_mid_loop_is_not_visible_to_a_later_goto() {
          echo w >> \"$LOOPX_PROJECT_ROOT/log\"\n\
          printf '{\"goto\":\"late:index\"}'\n",
     );
-    let o = p.loopx(&["run", "w"]).run();
-    o.failure().stdout_empty().stderr_has("'late'");
+    let o = p
+        .loopx(&["run", "w"])
+        .status(1)
+        .stdout("")
+        .stderr_contains("'late'")
+        .run();
     assert_eq!(log(&p), "w\n");
     // The next invocation sees it.
     assert_eq!(run_help_workflows(&p), ["late", "w"]);
@@ -513,8 +530,12 @@ fn script_added_mid_loop_is_not_visible_to_a_later_goto() {
          echo w >> \"$LOOPX_PROJECT_ROOT/log\"\n\
          printf '{\"goto\":\"added\"}'\n",
     );
-    let o = p.loopx(&["run", "w"]).run();
-    o.failure().stdout_empty().stderr_has("'added'");
+    let o = p
+        .loopx(&["run", "w"])
+        .status(1)
+        .stdout("")
+        .stderr_contains("'added'")
+        .run();
     assert_eq!(log(&p), "w\n");
 }
 
@@ -530,7 +551,7 @@ fn script_edit_takes_effect_on_the_next_iteration() {
     )
     .script("w", "step.sh", &logging_script("old", ""))
     .file("step-v2.sh", &logging_script("new", STOP));
-    p.loopx(&["run", "w"]).run().success().stdout_empty();
+    p.loopx(&["run", "w"]).stdout("").run();
     assert_eq!(log(&p), "old\nnew\n");
 }
 
@@ -543,8 +564,12 @@ fn script_removed_mid_loop_fails_when_reached() {
         "rm other.sh\necho w >> \"$LOOPX_PROJECT_ROOT/log\"\nprintf '{\"goto\":\"other\"}'\n",
     )
     .script("w", "other.sh", &logging_script("other", STOP));
-    let o = p.loopx(&["run", "w"]).run();
-    o.failure().stdout_empty().stderr_has("w:other");
+    let o = p
+        .loopx(&["run", "w"])
+        .status(1)
+        .stdout("")
+        .stderr_contains("w:other")
+        .run();
     assert_eq!(log(&p), "w\n");
 }
 
@@ -569,10 +594,7 @@ fn missing_index_is_an_error_only_when_the_script_is_omitted() {
     p.script("tools", "lint.sh", &logging_script("tools:lint", STOP));
     refused(&p, "tools", &["'tools'", "index"]);
     refused(&p, "tools:index", &["'tools'", "'index'"]);
-    p.loopx(&["run", "tools:lint"])
-        .run()
-        .success()
-        .stderr_is_empty();
+    p.loopx(&["run", "tools:lint"]).run();
     assert_eq!(log(&p), "tools:lint\n");
 }
 
@@ -580,8 +602,8 @@ fn missing_index_is_an_error_only_when_the_script_is_omitted() {
 fn workflow_without_index_does_not_block_other_workflows() {
     let p = good();
     p.script("tools", "lint.sh", "");
-    p.loopx(&["run", "good"]).run().success().stderr_is_empty();
-    p.loopx(&["run", "-h"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "good"]).run();
+    p.loopx(&["run", "-h"]).run();
     assert_eq!(log(&p), "good\n");
 }
 
@@ -620,8 +642,12 @@ fn missing_loopx_dir_wins_over_an_invalid_target() {
     // i.e. after discovery, which first needs .loopx/ (§7.1 step 1, §7.2).
     let p = Project::bare();
     for target in INVALID_TARGETS {
-        let o = p.loopx(&["run", target]).run();
-        o.failure().stdout_empty().stderr_has(".loopx");
+        let o = p
+            .loopx(&["run", target])
+            .status(1)
+            .stdout("")
+            .stderr_contains(".loopx")
+            .run();
         o.stderr_lacks("invalid target");
         o.stderr_lacks(&format!("'{target}'"));
     }
@@ -642,10 +668,10 @@ fn validation_errors_win_over_an_invalid_target() {
 fn invalid_target_is_rejected_even_with_n_zero() {
     let p = good();
     p.loopx(&["run", "-n", "0", "a:b:c"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has("'a:b:c'");
+        .status(1)
+        .stdout("")
+        .stderr_contains("'a:b:c'")
+        .run();
 }
 
 #[test]
@@ -677,8 +703,12 @@ fn missing_env_file_is_reported_before_an_invalid_target() {
     // §7.1: env files load (step 2) before the target is resolved (step 3),
     // and §4.1 puts invalid targets at the point of a missing workflow.
     let p = good();
-    let o = p.loopx(&["run", "-e", "missing.env", "a:b:c"]).run();
-    o.failure().stdout_empty().stderr_has("missing.env");
+    let o = p
+        .loopx(&["run", "-e", "missing.env", "a:b:c"])
+        .status(1)
+        .stdout("")
+        .stderr_contains("missing.env")
+        .run();
     o.stderr_lacks("'a:b:c'");
 }
 
@@ -689,8 +719,12 @@ fn validation_errors_win_over_a_missing_env_file() {
     p.script("broken", "check.sh", "")
         .script("broken", "check.ts", "");
     refused(&p, "good", &["check.sh", "check.ts"]);
-    let o = p.loopx(&["run", "-e", "missing.env", "good"]).run();
-    o.failure().stdout_empty().stderr_has("check.ts");
+    let o = p
+        .loopx(&["run", "-e", "missing.env", "good"])
+        .status(1)
+        .stdout("")
+        .stderr_contains("check.ts")
+        .run();
     o.stderr_lacks("missing.env");
 }
 
@@ -701,11 +735,12 @@ fn non_utf8_target_is_an_invalid_target() {
     let p = good();
     let mut r = p.loopx(&["run"]);
     r.cmd.arg(OsStr::from_bytes(b"go\xffod"));
-    let o = r.run();
-    o.failure()
-        .stdout_empty()
-        .stderr_has("invalid target 'go\u{fffd}od'")
-        .stderr_lacks("hint: see '");
+    let o = r
+        .status(1)
+        .stdout("")
+        .stderr_contains("invalid target 'go\u{fffd}od'")
+        .stderr_lacks("hint: see '")
+        .run();
     assert_eq!(log(&p), "");
 }
 
@@ -733,7 +768,7 @@ fn package_json_main_field_does_not_change_the_entry_point() {
             r#"{"name":"w","main":"other.sh","type":"module"}"#,
         );
     refused(&p, "w:package", &["'package'"]);
-    p.loopx(&["run", "w"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "w"]).run();
     assert_eq!(log(&p), "w:index\n");
 }
 
