@@ -38,15 +38,15 @@ fn good_alone_runs_and_is_listed(p: &Project) {
 /// nothing ran, and stderr names every needle.
 #[track_caller]
 fn refused(p: &Project, target: &str, needles: &[&str]) -> Outcome {
-    let o = p
+    let mut run = p
         .loopx(&["run", target])
         .timeout(Duration::from_secs(15))
         .status(1)
-        .stdout("")
-        .run();
+        .stdout("");
     for n in needles {
-        o.stderr_has(n);
+        run = run.stderr_contains(n);
     }
+    let o = run.run();
     assert_eq!(log(p), "", "nothing may run");
     o
 }
@@ -54,12 +54,14 @@ fn refused(p: &Project, target: &str, needles: &[&str]) -> Outcome {
 /// `loopx run -h`: exit 0, help on stdout, a warning naming every needle.
 #[track_caller]
 fn help_warns(p: &Project, needles: &[&str]) -> Outcome {
-    let o = p.loopx(&["run", "-h"]).stderr_contains("warning").run();
+    let mut run = p
+        .loopx(&["run", "-h"])
+        .stderr_contains("warning")
+        .stdout_contains("-n");
     for n in needles {
-        o.stderr_has(n);
+        run = run.stderr_contains(n);
     }
-    o.stdout_has("-n");
-    o
+    run.run()
 }
 
 /// The names run help lists as workflows, i.e. the first word of each line
@@ -81,14 +83,17 @@ fn run_help_workflows(p: &Project) -> Vec<String> {
     listed_workflows(&o.stdout)
 }
 
-/// The help line of workflow `wf`.
-fn help_line(p: &Project, wf: &str) -> String {
-    let o = p.loopx(&["run", "-h"]).run();
-    o.stdout
-        .lines()
+/// The line of workflow `wf` in run help's text `help`.
+fn help_line(help: &str, wf: &str) -> String {
+    help.lines()
         .find(|l| l.trim_start().starts_with(&format!("{wf} ")))
-        .unwrap_or_else(|| panic!("no line for {wf}:\n{}", o.stdout))
+        .unwrap_or_else(|| panic!("no line for {wf}:\n{help}"))
         .to_string()
+}
+
+/// Run help's text for a project without warnings.
+fn run_help(p: &Project) -> String {
+    p.loopx(&["run", "-h"]).run().stdout
 }
 
 // ---------------------------------------------------------------- §2.1 / §5.1 workflows
@@ -162,7 +167,7 @@ fn every_supported_extension_is_a_script() {
     for f in ["a.sh", "b.js", "c.jsx", "d.ts", "e.tsx"] {
         p.script("all", f, "");
     }
-    let line = help_line(&p, "all");
+    let line = help_line(&run_help(&p), "all");
     for s in ["a", "b", "c", "d", "e"] {
         assert!(
             line.split([' ', ',']).any(|w| w == s),
@@ -190,7 +195,7 @@ fn scripts_in_workflow_subdirectories_are_not_discovered() {
     refused(&p, "w:tool", &["'tool'", "'w'"]);
     p.loopx(&["run", "w"]).run();
     assert_eq!(log(&p), "w:index\n");
-    let line = help_line(&p, "w");
+    let line = help_line(&run_help(&p), "w");
     assert!(
         !line.contains("helper") && !line.contains("tool"),
         "{line:?}"
@@ -276,7 +281,7 @@ fn symlinked_script_file_is_discovered_under_the_link_name() {
     refused(&p, "w:tool.v2", &["'tool.v2'"]);
     p.loopx(&["run", "w:go"]).run();
     assert_eq!(log(&p), "linked\n");
-    let line = help_line(&p, "w");
+    let line = help_line(&run_help(&p), "w");
     assert!(line.contains("go"), "{line:?}");
 }
 
@@ -322,8 +327,7 @@ fn invalid_script_name_in_sibling_workflow_is_fatal_for_run() {
         .script("broken", "bad name.sh", "");
     refused(&p, "good", &["bad name.sh", "'broken'"]);
     // Also with -n 0, which still validates (§4.2).
-    let o = p
-        .loopx(&["run", "-n", "0", "good"])
+    p.loopx(&["run", "-n", "0", "good"])
         .status(1)
         .stdout("")
         .stderr_contains("bad name.sh")
@@ -342,7 +346,7 @@ fn invalid_names_are_warnings_for_run_help() {
         listed_workflows(&o.stdout),
         ["broken", "good", "my.workflow"]
     );
-    let broken = help_line(&p, "broken");
+    let broken = help_line(&o.stdout, "broken");
     assert!(
         broken.contains("-x") && broken.contains("bad name"),
         "{broken:?}"
@@ -461,8 +465,7 @@ fn loopx_file_instead_of_directory_counts_as_missing() {
 fn loopx_dir_of_an_ancestor_is_not_searched() {
     let p = good();
     p.dir("sub");
-    let o = p
-        .loopx(&["run", "good"])
+    p.loopx(&["run", "good"])
         .current_dir(p.path("sub"))
         .status(1)
         .stdout("")
@@ -509,8 +512,7 @@ fn workflow_added_mid_loop_is_not_visible_to_a_later_goto() {
          echo w >> \"$LOOPX_PROJECT_ROOT/log\"\n\
          printf '{\"goto\":\"late:index\"}'\n",
     );
-    let o = p
-        .loopx(&["run", "w"])
+    p.loopx(&["run", "w"])
         .status(1)
         .stdout("")
         .stderr_contains("'late'")
@@ -530,8 +532,7 @@ fn script_added_mid_loop_is_not_visible_to_a_later_goto() {
          echo w >> \"$LOOPX_PROJECT_ROOT/log\"\n\
          printf '{\"goto\":\"added\"}'\n",
     );
-    let o = p
-        .loopx(&["run", "w"])
+    p.loopx(&["run", "w"])
         .status(1)
         .stdout("")
         .stderr_contains("'added'")
@@ -564,8 +565,7 @@ fn script_removed_mid_loop_fails_when_reached() {
         "rm other.sh\necho w >> \"$LOOPX_PROJECT_ROOT/log\"\nprintf '{\"goto\":\"other\"}'\n",
     )
     .script("w", "other.sh", &logging_script("other", STOP));
-    let o = p
-        .loopx(&["run", "w"])
+    p.loopx(&["run", "w"])
         .status(1)
         .stdout("")
         .stderr_contains("w:other")
@@ -632,7 +632,7 @@ fn invalid_target_strings_are_rejected_after_discovery() {
     for target in INVALID_TARGETS {
         let o = refused(&p, target, &[&format!("'{target}'")]);
         // Exit 1, but not a usage error (§12): no pointer to the help.
-        o.stderr_lacks("hint: see '");
+        assert!(!o.stderr.contains("hint: see '"), "{o}");
     }
 }
 
@@ -648,8 +648,8 @@ fn missing_loopx_dir_wins_over_an_invalid_target() {
             .stdout("")
             .stderr_contains(".loopx")
             .run();
-        o.stderr_lacks("invalid target");
-        o.stderr_lacks(&format!("'{target}'"));
+        assert!(!o.stderr.contains("invalid target"), "{o}");
+        assert!(!o.stderr.contains(&format!("'{target}'")), "{o}");
     }
 }
 
@@ -660,7 +660,7 @@ fn validation_errors_win_over_an_invalid_target() {
         .script("broken", "check.ts", "");
     for target in [":", "a:b:c", ""] {
         let o = refused(&p, target, &["check.sh", "check.ts"]);
-        o.stderr_lacks("invalid target");
+        assert!(!o.stderr.contains("invalid target"), "{o}");
     }
 }
 
@@ -709,7 +709,7 @@ fn missing_env_file_is_reported_before_an_invalid_target() {
         .stdout("")
         .stderr_contains("missing.env")
         .run();
-    o.stderr_lacks("'a:b:c'");
+    assert!(!o.stderr.contains("'a:b:c'"), "{o}");
 }
 
 #[test]
@@ -725,7 +725,7 @@ fn validation_errors_win_over_a_missing_env_file() {
         .stdout("")
         .stderr_contains("check.ts")
         .run();
-    o.stderr_lacks("missing.env");
+    assert!(!o.stderr.contains("missing.env"), "{o}");
 }
 
 #[test]
@@ -735,8 +735,7 @@ fn non_utf8_target_is_an_invalid_target() {
     let p = good();
     let mut r = p.loopx(&["run"]);
     r.cmd.arg(OsStr::from_bytes(b"go\xffod"));
-    let o = r
-        .status(1)
+    r.status(1)
         .stdout("")
         .stderr_contains("invalid target 'go\u{fffd}od'")
         .stderr_lacks("hint: see '")

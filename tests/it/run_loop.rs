@@ -214,40 +214,24 @@ fn n_zero_validates_but_runs_nothing() {
 }
 
 #[test]
-fn n_zero_still_fails_on_missing_workflow() {
-    let p = Project::new();
-    p.script("ralph", "index.sh", &step("index", ""));
-    p.loopx(&["run", "-n", "0", "nope"])
-        .status(1)
-        .stdout("")
-        .stderr_contains("'nope'")
-        .run();
-    assert!(log(&p).is_empty());
-}
-
-#[test]
-fn n_zero_still_fails_on_missing_script() {
-    let p = Project::new();
-    p.script("ralph", "index.sh", &step("index", ""));
-    p.loopx(&["run", "-n", "0", "ralph:nope"])
-        .status(1)
-        .stdout("")
-        .stderr_contains("'nope'")
-        .run();
-    assert!(log(&p).is_empty());
-}
-
-#[test]
-fn n_zero_still_fails_on_missing_default_entry_point() {
-    let p = Project::new();
-    p.script("ralph", "check.sh", &step("check", ""));
-    p.loopx(&["run", "-n", "0", "ralph"])
-        .status(1)
-        .stdout("")
-        .stderr_contains("'ralph'")
-        .stderr_contains("index")
-        .run();
-    assert!(log(&p).is_empty());
+fn n_zero_still_fails_on_a_missing_target() {
+    // (what is missing, the target, what the error names)
+    let cases: &[(&str, &str, &[&str])] = &[
+        ("workflow", "nope", &["'nope'"]),
+        ("script", "ralph:nope", &["'nope'"]),
+        ("default entry point", "other", &["'other'", "index"]),
+    ];
+    for &(missing, target, names) in cases {
+        let p = Project::new();
+        p.script("ralph", "index.sh", &step("index", ""))
+            .script("other", "check.sh", &step("check", ""));
+        let mut run = p.loopx(&["run", "-n", "0", target]).status(1).stdout("");
+        for n in names {
+            run = run.stderr_contains(n);
+        }
+        run.run();
+        assert!(log(&p).is_empty(), "missing {missing}: nothing may run");
+    }
 }
 
 #[test]
@@ -408,8 +392,7 @@ fn goto_invalid_target_string_fails_at_transition_time() {
         "", ":", ":x", "other:", "a:b:c", "bad name", "-x", "other:-x", "-w:x",
     ] {
         let p = failing_goto_project(value);
-        let out = p
-            .loopx(&["run", "ralph"])
+        p.loopx(&["run", "ralph"])
             .status(1)
             .stdout("")
             .stderr_contains(&format!("'{value}'"))
@@ -473,7 +456,11 @@ fn stdout_of_a_failing_script_is_not_parsed() {
         "echo index >> \"$LOOPX_PROJECT_ROOT/log\"\nprintf '{\"goto\":\"b\"}'\nexit 1\n",
     )
     .script("ralph", "b.sh", &step("b", ""));
-    p.loopx(&["run", "ralph"]).status(1).stdout("").run();
+    p.loopx(&["run", "ralph"])
+        .status(1)
+        .stdout("")
+        .stderr("loopx: error: script ralph:index exited with code 1; stopping the loop\n")
+        .run();
     assert_eq!(log(&p), ["index"]);
 
     // A stop it printed does not turn the failure into a clean exit.
@@ -504,30 +491,40 @@ fn script_killed_by_a_signal_stops_the_loop_with_exit_1() {
 
 #[test]
 fn cli_never_prints_results_to_stdout() {
-    let cases: &[(&str, &[&str])] = &[
-        ("plain text result\n", &["-n", "2"]),
-        (r#"{"result":"json result"}"#, &["-n", "2"]),
-        (r#"{"result":"piped","goto":"end"}"#, &["-n", "2"]),
-        (r#"{"result":"final","stop":true}"#, &[]),
-        (r#"{"result":"before a bad goto","goto":"a:b:c"}"#, &[]),
-        (r#"[1,2,3]"#, &["-n", "3"]),
+    // (script stdout, run flags, loopx's exit code)
+    let cases: &[(&str, &[&str], i32)] = &[
+        ("plain text result\n", &["-n", "2"], 0),
+        (r#"{"result":"json result"}"#, &["-n", "2"], 0),
+        (r#"{"result":"piped","goto":"end"}"#, &["-n", "2"], 0),
+        (r#"{"result":"final","stop":true}"#, &[], 0),
+        (r#"{"result":"before a bad goto","goto":"a:b:c"}"#, &[], 1),
+        (r#"[1,2,3]"#, &["-n", "3"], 0),
     ];
-    for (stdout, flags) in cases {
+    for &(stdout, flags, code) in cases {
         let p = Project::new();
         p.script("ralph", "index.sh", &step("index", stdout))
             .script("ralph", "end.sh", &step("end", r#"{"result":"end"}"#));
         let mut args = vec!["run"];
         args.extend_from_slice(flags);
         args.push("ralph");
-        let out = p.loopx(&args).run();
-        assert!(out.code.is_some(), "{out:?}");
-        out.stdout_empty();
+        let run = p.loopx(&args).status(code).stdout("");
+        // The bad goto is reported; nothing else is.
+        let run = if code == 0 {
+            run
+        } else {
+            run.stderr_contains("a:b:c")
+        };
+        run.run();
         assert!(!log(&p).is_empty(), "{stdout}: scripts ran");
     }
     // Nor the stdout of a failing script.
     let p = Project::new();
     p.script("ralph", "index.sh", "echo 'failing output'\nexit 1\n");
-    p.loopx(&["run", "ralph"]).status(1).stdout("").run();
+    p.loopx(&["run", "ralph"])
+        .status(1)
+        .stdout("")
+        .stderr("loopx: error: script ralph:index exited with code 1; stopping the loop\n")
+        .run();
 }
 
 // --------------------------------------------------- §2.3 structured output
@@ -851,8 +848,10 @@ fn script_stderr_passes_through_unchanged() {
         "b.sh",
         "printf 'no trailing newline' >&2\nprintf '{\"stop\":true}'\n",
     );
-    let out = p.loopx(&["run", "ralph"]).stdout("").run();
-    assert_eq!(out.stderr, "first line\n\tindented é\nno trailing newline");
+    p.loopx(&["run", "ralph"])
+        .stdout("")
+        .stderr("first line\n\tindented é\nno trailing newline")
+        .run();
 }
 
 #[test]
@@ -970,19 +969,17 @@ fn bundled_demo_workflow_shows_goto_piping_and_stop() {
         fs::copy(entry.path(), p.path(".loopx/demo").join(entry.file_name()))
             .expect("copy demo script");
     }
-    let o = p
-        .loopx(&["run", "demo"])
+    p.loopx(&["run", "demo"])
         .timeout(std::time::Duration::from_secs(30))
         .stdout("")
+        .stderr(
+            "[demo:index] starting a countdown from 3\n\
+             [demo:countdown] got 3 on stdin\n\
+             [demo:countdown] got 2 on stdin\n\
+             [demo:countdown] got 1 on stdin\n\
+             [demo:finish] liftoff! stopping the loop\n",
+        )
         .run();
-    assert_eq!(
-        o.stderr,
-        "[demo:index] starting a countdown from 3\n\
-         [demo:countdown] got 3 on stdin\n\
-         [demo:countdown] got 2 on stdin\n\
-         [demo:countdown] got 1 on stdin\n\
-         [demo:finish] liftoff! stopping the loop\n"
-    );
 }
 
 #[test]

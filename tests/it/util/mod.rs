@@ -97,7 +97,8 @@ impl Drop for TempDir {
 
 /// A project root with its own private HOME and XDG_CONFIG_HOME.
 pub struct Project {
-    tmp: TempDir,
+    // Held for its Drop: the directories go when the project does.
+    _tmp: TempDir,
     root: PathBuf,
     home: PathBuf,
 }
@@ -117,7 +118,11 @@ impl Project {
         let home = tmp.path().join("home");
         fs::create_dir_all(&root).expect("create root");
         fs::create_dir_all(home.join(".config")).expect("create home");
-        Project { tmp, root, home }
+        Project {
+            _tmp: tmp,
+            root,
+            home,
+        }
     }
 
     pub fn root(&self) -> &Path {
