@@ -668,3 +668,51 @@ pub fn names(dir: &Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// The builder's own rules: what a test that says nothing expects.
+mod strictness {
+    use super::Run;
+    use std::process::Command;
+
+    fn sh(script: &str) -> Run {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(script);
+        Run::command(cmd)
+    }
+
+    #[test]
+    #[should_panic(expected = "stderr should be empty")]
+    fn undeclared_stderr_fails_the_run() {
+        sh("echo surprise >&2").run();
+    }
+
+    #[test]
+    #[should_panic(expected = "status should be Code(0)")]
+    fn undeclared_failure_fails_the_run() {
+        sh("exit 3").run();
+    }
+
+    #[test]
+    #[should_panic(expected = "stderr should be empty")]
+    fn stderr_lacks_alone_still_expects_an_empty_stderr() {
+        sh("echo other >&2").stderr_lacks("warning").run();
+    }
+
+    #[test]
+    fn declared_outcomes_pass() {
+        sh("echo out; echo err >&2; exit 3")
+            .status(3)
+            .stdout("out\n")
+            .stderr("err\n")
+            .run();
+        sh("echo 'loopx: error: bad -x' >&2; echo \"hint: see 'loopx -h'\" >&2; exit 1")
+            .usage_error("-x", "loopx -h")
+            .run();
+    }
+
+    #[test]
+    #[should_panic(expected = "--- stderr:\nerr\n")]
+    fn a_failure_shows_the_output() {
+        sh("echo err >&2; exit 2").status(2).stdout("x").run();
+    }
+}
