@@ -83,15 +83,16 @@ fn api_mode_consumer_gone_during_a_script_terminates_its_group_and_starts_nothin
          wait\n\
          printf '{\"result\":\"x\"}'\n",
     );
-    let mut child = spawn_api(&p, &["1", "--", "w"]);
+    let mut run = p
+        .loopx(&["__api", "1", "--", "w"])
+        .stdout("{\"type\":\"done\"}\n")
+        .timeout(Duration::from_secs(20))
+        .start_with_stdin(Stdio::piped());
     wait_for_file(&p, "ready");
     let grandchild: i32 = p.read("grandchild").trim().parse().expect("pid");
     let started = Instant::now();
-    drop(child.stdin.take());
-    let out = wait_with_output(child, Duration::from_secs(20));
-    out.success()
-        .stdout_is("{\"type\":\"done\"}\n")
-        .stderr_is_empty();
+    drop(run.child.stdin.take());
+    run.finish();
     assert!(
         started.elapsed() < Duration::from_secs(4),
         "SIGTERM ended the group without waiting out the grace period"

@@ -178,6 +178,30 @@ fn script_that_never_reads_a_64_mib_result_does_not_break_the_loop() {
     assert_eq!(p.read("log"), "b\nc\n");
 }
 
+/// The process groups named by the `holder.<pgid>` files in the project.
+fn holder_groups(p: &Project) -> Vec<i32> {
+    fs::read_dir(p.root())
+        .expect("read the project root")
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            name.strip_prefix("holder.")?.parse().ok()
+        })
+        .collect()
+}
+
+/// Kills the holders' groups when dropped: at the end of the run, and also
+/// when a check of the run fails.
+struct KillHolders<'a>(&'a Project);
+
+impl Drop for KillHolders<'_> {
+    fn drop(&mut self) {
+        for pgid in holder_groups(self.0) {
+            // SAFETY: a process group this test's scripts started; end it.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+    }
+}
+
 #[test]
 fn background_process_holding_stdout_does_not_hang_the_loop() {
     // The script leaves a process that holds its stdout for 30 s and writes
@@ -202,21 +226,12 @@ fn background_process_holding_stdout_does_not_hang_the_loop() {
         "b.sh",
         "cat > \"$LOOPX_PROJECT_ROOT/got\"\ntouch \"$LOOPX_PROJECT_ROOT/b.done\"\n",
     );
+    let holders = KillHolders(&p);
     let started = Instant::now();
-    let out = p.loopx(&["run", "-n", "3", "w"]).run();
+    p.loopx(&["run", "-n", "3", "w"]).stdout("").run();
     let took = started.elapsed();
-    let groups: Vec<i32> = fs::read_dir(p.root())
-        .expect("read the project root")
-        .filter_map(|e| {
-            let name = e.ok()?.file_name().into_string().ok()?;
-            name.strip_prefix("holder.")?.parse().ok()
-        })
-        .collect();
-    for &pgid in &groups {
-        // SAFETY: a process group this test's scripts started; end it.
-        unsafe { libc::kill(-pgid, libc::SIGKILL) };
-    }
-    out.success().stdout_empty();
+    let groups = holder_groups(&p);
+    drop(holders);
     assert_eq!(groups.len(), 2, "one holder per run of index.sh");
     assert!(
         took < Duration::from_secs(25),

@@ -25,14 +25,16 @@ fn lines(p: &Project, rel: &str) -> Vec<String> {
 fn timeout_terminates_a_group_whose_grandchild_ignores_sigterm_and_exits_124() {
     let p = grandchild_project("trap \"\" TERM; ");
     let started = Instant::now();
-    let run = p.loopx(&["run", "--timeout", "1s", "w"]).start();
+    let run = p
+        .loopx(&["run", "--timeout", "1s", "w"])
+        .status(124)
+        .stdout("")
+        .stderr("loopx: error: w:index timed out after 1s; its process group was terminated\n")
+        .start();
     let pgid = read_pid(&p, "script.pid");
     let grandchild = read_pid(&p, "grandchild.pid");
-    let o = run.finish();
+    run.finish();
     let took = started.elapsed();
-    o.code(124)
-        .stdout_empty()
-        .stderr_is("loopx: error: w:index timed out after 1s; its process group was terminated\n");
     // SIGTERM at 1 s is ignored by the grandchild; SIGKILL follows the 5 s
     // grace period, and loopx exits only once the group is gone.
     assert!(took >= Duration::from_secs(6), "{took:?}");
@@ -50,8 +52,7 @@ fn timeout_ends_an_obedient_script_without_waiting_out_the_grace_period() {
         "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\nsleep 30\n",
     );
     let started = Instant::now();
-    let o = p
-        .loopx(&["run", "--timeout", "300ms", "w"])
+    p.loopx(&["run", "--timeout", "300ms", "w"])
         .status(124)
         .stderr_contains("w:index timed out after 300ms; its process group was terminated")
         .run();
@@ -112,6 +113,10 @@ fn a_retry_is_not_an_iteration() {
     // index is iteration 1, check iteration 2 however many attempts it takes.
     let p = retrying_project(3);
     p.loopx(&["run", "-n", "2", "--retry", "5", "--retry-delay", "0", "w"])
+        .stderr(
+            "loopx: w:check failed (exit 3); retry 1 of 5 in 0s\n\
+             loopx: w:check failed (exit 3); retry 2 of 5 in 0s\n",
+        )
         .run();
     assert_eq!(
         lines(&p, "runs"),
@@ -122,8 +127,7 @@ fn a_retry_is_not_an_iteration() {
 #[test]
 fn retries_used_up_exit_as_without_them_after_doubling_delays() {
     let p = retrying_project(0);
-    let o = p
-        .loopx(&["run", "--retry", "2", "--retry-delay", "100ms", "w"])
+    p.loopx(&["run", "--retry", "2", "--retry-delay", "100ms", "w"])
         .status(1)
         .stdout("")
         .stderr(
@@ -159,23 +163,22 @@ fn a_timed_out_script_is_retried_and_exits_124_when_retries_run_out() {
         "index.sh",
         "echo x >> \"$LOOPX_PROJECT_ROOT/runs\"\nsleep 30\n",
     );
-    let o = p
-        .loopx(&[
-            "run",
-            "--timeout",
-            "300ms",
-            "--retry",
-            "1",
-            "--retry-delay",
-            "0",
-            "w",
-        ])
-        .status(124)
-        .stderr(
-            "loopx: w:index timed out after 300ms; retry 1 of 1 in 0s\n\
+    p.loopx(&[
+        "run",
+        "--timeout",
+        "300ms",
+        "--retry",
+        "1",
+        "--retry-delay",
+        "0",
+        "w",
+    ])
+    .status(124)
+    .stderr(
+        "loopx: w:index timed out after 300ms; retry 1 of 1 in 0s\n\
          loopx: error: w:index timed out after 300ms; its process group was terminated\n",
-        )
-        .run();
+    )
+    .run();
     assert_eq!(lines(&p, "runs").len(), 2);
 }
 
@@ -187,17 +190,31 @@ fn ctrl_c_during_a_retry_wait_exits_130_at_once() {
         "index.sh",
         "echo x >> \"$LOOPX_PROJECT_ROOT/runs\"\nexit 2\n",
     );
+    // The run log's retry event is written as the wait begins: the
+    // readiness mark, instead of a fixed sleep after the first attempt.
+    // (A delay is capped at 30 minutes.)
     let run = p
-        .loopx(&["run", "--retry", "1", "--retry-delay", "1h", "w"])
+        .loopx(&[
+            "run",
+            "--log",
+            "log",
+            "--retry",
+            "1",
+            "--retry-delay",
+            "1h",
+            "w",
+        ])
+        .status(130)
+        .stderr("loopx: w:index failed (exit 2); retry 1 of 1 in 30m\n")
         .start();
-    wait_until("the first attempt", || !lines(&p, "runs").is_empty());
-    // The attempt has ended (or is ending): either way loopx is between
-    // script runs and must not wait out the hour.
-    std::thread::sleep(Duration::from_millis(200));
+    wait_until("the retry wait", || {
+        lines(&p, "log")
+            .iter()
+            .any(|l| l.contains("\"event\":\"retry\""))
+    });
     let signalled = Instant::now();
     run.signal(libc::SIGINT);
-    let o = run.finish();
-    o.code(130);
+    run.finish();
     assert!(signalled.elapsed() < Duration::from_secs(5));
     assert_eq!(lines(&p, "runs").len(), 1, "the retry must not start");
 }
@@ -213,8 +230,7 @@ fn max_time_lets_the_running_script_finish_and_starts_no_other() {
         "echo start >> \"$LOOPX_PROJECT_ROOT/runs\"\nsleep 1.5\n\
          echo end >> \"$LOOPX_PROJECT_ROOT/runs\"\n",
     );
-    let o = p
-        .loopx(&["run", "--max-time", "1s", "w"])
+    p.loopx(&["run", "--max-time", "1s", "w"])
         .stdout("")
         .stderr("loopx: stopped: --max-time 1s reached after 1 iteration\n")
         .run();
@@ -229,34 +245,39 @@ fn max_time_counts_every_iteration_before_it() {
         "index.sh",
         "echo x >> \"$LOOPX_PROJECT_ROOT/runs\"\nsleep 0.2\n",
     );
-    let o = p.loopx(&["run", "--max-time", "1s", "w"]).run();
+    let o = p
+        .loopx(&["run", "--max-time", "1s", "w"])
+        // Exactly, below, once the iterations are counted.
+        .stderr_contains("loopx: stopped: --max-time 1s reached after ")
+        .run();
     let n = lines(&p, "runs").len();
     // About 5; fewer on a loaded machine, never more than fit in 1 s.
     assert!((1..=6).contains(&n), "{n} iterations");
     let plural = if n == 1 { "" } else { "s" };
-    o.stderr_is(&format!(
-        "loopx: stopped: --max-time 1s reached after {n} iteration{plural}\n"
-    ));
+    assert_eq!(
+        o.stderr,
+        format!("loopx: stopped: --max-time 1s reached after {n} iteration{plural}\n"),
+        "{o}"
+    );
 }
 
 #[test]
 fn no_retry_starts_past_the_budget() {
     let p = retrying_project(0);
-    let o = p
-        .loopx(&[
-            "run",
-            "--max-time",
-            "2s",
-            "--retry",
-            "3",
-            "--retry-delay",
-            "1h",
-            "w",
-        ])
-        .run();
+    p.loopx(&[
+        "run",
+        "--max-time",
+        "2s",
+        "--retry",
+        "3",
+        "--retry-delay",
+        "1h",
+        "w",
+    ])
     // The retry could only start after the budget: the failure stands.
-    o.code(1)
-        .stderr_is("loopx: error: script w:check exited with code 3; stopping the loop\n");
+    .status(1)
+    .stderr("loopx: error: script w:check exited with code 3; stopping the loop\n")
+    .run();
     assert_eq!(lines(&p, "runs").len(), 1);
 }
 

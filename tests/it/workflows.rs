@@ -12,12 +12,12 @@
 
 use crate::util;
 use crate::util::{http, release};
-use crate::util::{wait_with_output, which, Project, Run};
+use crate::util::{which, Project, Run};
 use http::Server;
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use release::VERSION;
@@ -109,6 +109,7 @@ case $cmd in
     [ "$(opt --state)" = open ] || bad "expected --state open"
     label=$(opt --label) || bad "expected --label"
     for d in "$dir"/issues/*/; do
+      [ -d "$d" ] || continue
       grep -qxF -- "$label" "$d/labels" || continue
       printf '%s %s %s\n' "$(cat "$d/created")" "$(basename "$d")" "$(cat "$d/author")"
     done
@@ -379,10 +380,11 @@ fn the_release_tarball_installs_the_three_workflows_and_nothing_else() {
     }
     assert!(!p.exists(".loopx/AUTHORING.md"));
     // Valid in every respect run -h checks: no warnings.
-    let help = p.loopx(&["run", "-h"]).run();
+    let mut help = p.loopx(&["run", "-h"]);
     for w in WORKFLOWS {
-        help.stdout_has(w);
+        help = help.stdout_contains(w);
     }
+    help.run();
 }
 
 #[test]
@@ -517,21 +519,20 @@ fn ralph_runs_a_fresh_agent_per_iteration_until_it_prints_the_done_line() {
         .reply(3, "echo 'I will print LOOP_DONE when all are done'")
         // ...alone on its line (blanks and a CR around it) it does.
         .reply(4, "echo 'all items done'; printf '  LOOP_DONE \\r\\n'");
-    let o = lab
-        .loopx(&[
-            "run",
-            "--log",
-            "run.jsonl",
-            "--max-time",
-            "1m",
-            "--timeout",
-            "30s",
-            "ralph",
-        ])
-        .stdout("")
-        .stderr_contains("did item 2")
-        .stderr_contains("ralph: the agent marked the task done after 4 iteration(s)")
-        .run();
+    lab.loopx(&[
+        "run",
+        "--log",
+        "run.jsonl",
+        "--max-time",
+        "1m",
+        "--timeout",
+        "30s",
+        "ralph",
+    ])
+    .stdout("")
+    .stderr_contains("did item 2")
+    .stderr_contains("ralph: the agent marked the task done after 4 iteration(s)")
+    .run();
     let log = lab.p.path("run.jsonl");
     assert_eq!(path_taken(&log), ["ralph:index"; 4]);
     assert_eq!(run_end(&log)["reason"], "stop");
@@ -575,17 +576,18 @@ fn ralph_stops_on_the_done_file_and_a_later_run_spends_nothing() {
             .env("AGENT_CMD", "codex exec --full-auto")
             .env("RALPH_PROMPT", "tasks/night.md")
             .env("RALPH_DONE_FILE", "finished.flag")
-            .run()
     };
-    run("first.jsonl").success();
+    run("first.jsonl")
+        .stderr_contains("ralph: the agent marked the task done after 2 iteration(s)")
+        .run();
     assert_eq!(path_taken(&lab.p.path("first.jsonl")), ["ralph:index"; 2]);
     assert_eq!(lab.agent_file("args", 1), "codex\nexec\n--full-auto\n");
     assert_eq!(lab.prompt(2), "The night's task.");
 
     // The task is done: the next run (cron's next night) stops at once.
     run("second.jsonl")
-        .success()
-        .stderr_has("finished.flag exists: the task is done (remove it to run again)");
+        .stderr_contains("finished.flag exists: the task is done (remove it to run again)")
+        .run();
     assert_eq!(path_taken(&lab.p.path("second.jsonl")), ["ralph:index"]);
     assert_eq!(lab.agent_calls(), 2, "no agent was started");
 }
@@ -595,21 +597,20 @@ fn ralph_retries_an_agent_that_hangs_past_the_timeout() {
     let lab = ralph();
     lab.reply(1, "echo 'thinking...'; sleep 30")
         .reply(2, "echo LOOP_DONE");
-    let o = lab
-        .loopx(&[
-            "run",
-            "--log",
-            "run.jsonl",
-            "--timeout",
-            "1s",
-            "--retry",
-            "1",
-            "--retry-delay",
-            "0",
-            "ralph",
-        ])
-        .stderr_contains("loopx: ralph:index timed out after 1s; retry 1 of 1")
-        .run();
+    lab.loopx(&[
+        "run",
+        "--log",
+        "run.jsonl",
+        "--timeout",
+        "1s",
+        "--retry",
+        "1",
+        "--retry-delay",
+        "0",
+        "ralph",
+    ])
+    .stderr_contains("loopx: ralph:index timed out after 1s; retry 1 of 1")
+    .run();
     let log = lab.p.path("run.jsonl");
     assert_eq!(path_taken(&log), ["ralph:index", "ralph:index#2"]);
     assert!(events(&log).iter().any(|e| e["event"] == "timeout"));
@@ -624,8 +625,7 @@ fn ralph_retries_an_agent_that_hangs_past_the_timeout() {
 fn ralph_exits_124_when_the_agent_hangs_and_no_retry_is_left() {
     let lab = ralph();
     lab.reply(0, "sleep 30");
-    let o = lab
-        .loopx(&["run", "--log", "run.jsonl", "--timeout", "1s", "ralph"])
+    lab.loopx(&["run", "--log", "run.jsonl", "--timeout", "1s", "ralph"])
         .timeout(Duration::from_secs(30))
         .status(124)
         .stderr_contains(
@@ -700,20 +700,19 @@ fn build_audit_fix_runs_checks_in_parallel_and_fixes_until_the_audit_approves() 
         "touch test.started; {} && echo running tests && grep -q fixed app.txt",
         wait_for("lint")
     );
-    let o = lab
-        .loopx(&[
-            "run",
-            "--log",
-            "run.jsonl",
-            "--timeout",
-            "30s",
-            "build-audit-fix",
-        ])
-        .env("LINT_CMD", &lint)
-        .env("TEST_CMD", &test)
-        .stdout("")
-        .stderr_contains("build-audit-fix: approved in round 2")
-        .run();
+    lab.loopx(&[
+        "run",
+        "--log",
+        "run.jsonl",
+        "--timeout",
+        "30s",
+        "build-audit-fix",
+    ])
+    .env("LINT_CMD", &lint)
+    .env("TEST_CMD", &test)
+    .stdout("")
+    .stderr_contains("build-audit-fix: approved in round 2")
+    .run();
     assert_eq!(
         path_taken(&lab.p.path("run.jsonl")),
         [
@@ -800,8 +799,7 @@ fn build_audit_fix_runs_checks_in_parallel_and_fixes_until_the_audit_approves() 
 fn build_audit_fix_stops_with_exit_1_after_max_rounds_without_approval() {
     let lab = build_audit_fix();
     lab.reply(1, "echo hello > app.txt").reply(0, REJECT);
-    let o = lab
-        .loopx(&["run", "--log", "run.jsonl", "build-audit-fix"])
+    lab.loopx(&["run", "--log", "run.jsonl", "build-audit-fix"])
         .env("MAX_ROUNDS", "2")
         .env("TEST_CMD", "true")
         .status(1)
@@ -1083,8 +1081,7 @@ fn issue_runner_takes_the_oldest_issue_of_an_allowed_author_and_labels_it_done()
         1,
         "echo 'opened pull request #10'; ls > files.txt; echo 'ROUTE: done'",
     );
-    let o = lab
-        .runner(&["--log", "run.jsonl", "--timeout", "30s"])
+    lab.runner(&["--log", "run.jsonl", "--timeout", "30s"])
         .stdout("")
         .stderr_contains("issue-runner: #5: its author mallory is not in ALLOWED_AUTHORS; skipped")
         .stderr_contains("issue-runner: #3 moved to agent:done")
@@ -1153,7 +1150,9 @@ fn issue_runner_takes_the_oldest_issue_of_an_allowed_author_and_labels_it_done()
 
     // The next run (cron's next tick) takes the next one: #8 by bob.
     lab.reply(0, "echo done; echo ROUTE: done");
-    lab.runner(&[]).run();
+    lab.runner(&[])
+        .stderr_contains("issue-runner: #8 moved to agent:done")
+        .run();
     assert_eq!(lab.labels(8), ["agent:done"]);
     // And then there is nothing left to take.
     lab.runner(&["--log", "last.jsonl"])
@@ -1180,8 +1179,15 @@ fn issue_runner_maps_route_tokens_to_labels_and_unknown_ones_to_a_human() {
             "echo 'the spec says nothing about it'; echo 'ROUTE: needs-human'",
         );
     let routes = "review = agent:review, wontfix=agent:wontfix";
-    for _ in 0..3 {
-        lab.runner(&[]).env("ROUTES", routes).run();
+    for moved in [
+        "#1 moved to agent:review",
+        "#2 moved to agent:needs-human",
+        "#4 moved to agent:needs-human",
+    ] {
+        lab.runner(&[])
+            .env("ROUTES", routes)
+            .stderr_contains(&format!("issue-runner: {moved}"))
+            .run();
     }
     assert_eq!(lab.labels(1), ["agent:review"]);
     assert_eq!(lab.labels(2), ["agent:needs-human"]);
@@ -1316,7 +1322,10 @@ fn issue_runner_that_cannot_clone_leaves_the_issue_to_the_next_run() {
     assert_eq!(lab.agent_calls(), 0);
 
     lab.gh_fails("");
-    lab.runner(&[]).run();
+    lab.runner(&[])
+        .stderr_contains("issue-runner: #3 moved to agent:needs-human")
+        .stderr_contains("issue-runner: #8 moved to agent:done")
+        .run();
     assert_eq!(lab.labels(3), ["agent:needs-human"]);
     assert!(lab.comments(3).contains("ended before the agent finished"));
     assert_eq!(lab.labels(8), ["agent:done"], "then the next issue");
@@ -1350,21 +1359,28 @@ fn issue_runner_starts_an_issue_at_most_max_starts_per_hour() {
     let lab = three_issues();
     // The agent fails every time.
     lab.reply(0, "echo 'crashed' >&2; exit 1");
-    let run = || lab.runner(&[]).env("MAX_STARTS_PER_HOUR", "1").run();
-    run().failure();
+    let run = || lab.runner(&[]).env("MAX_STARTS_PER_HOUR", "1");
+    run()
+        .status(1)
+        .stderr_contains("issue-runner: #3: the agent failed (exit 1)")
+        .run();
     // The next run hands #3 to a human, then takes #8 (which fails too).
-    run().failure();
+    run()
+        .status(1)
+        .stderr_contains("issue-runner: #3 moved to agent:needs-human")
+        .stderr_contains("issue-runner: #8: the agent failed (exit 1)")
+        .run();
     assert_eq!(lab.labels(3), ["agent:needs-human"]);
     // Someone (or some bot) puts #3 back at once: it is not started again
     // within the hour.
     fs::write(lab.labels_path(3), "agent:todo\n").unwrap();
     run()
-        .success()
-        .stderr_has(
+        .stderr_contains(
             "issue-runner: #3: started 1 time(s) in the last hour (MAX_STARTS_PER_HOUR=1); \
              skipped for now",
         )
-        .stderr_has("issue-runner: no open issue labeled agent:todo to take");
+        .stderr_contains("issue-runner: no open issue labeled agent:todo to take")
+        .run();
     assert_eq!(lab.agent_calls(), 2, "#3 was not started again");
     assert_eq!(lab.labels(3), ["agent:todo"]);
     assert_eq!(lab.labels(8), ["agent:needs-human"]);
@@ -1396,7 +1412,10 @@ fn forge_cmd_names_another_forge_cli() {
         "#!/bin/bash\n[ \"$1\" = --quiet ] || exit 9\nshift\nexec gh \"$@\"\n",
     );
     lab.reply(0, "echo ROUTE: done");
-    lab.runner(&[]).env("FORGE_CMD", "forge --quiet").run();
+    lab.runner(&[])
+        .env("FORGE_CMD", "forge --quiet")
+        .stderr_contains("issue-runner: #3 moved to agent:done")
+        .run();
     assert_eq!(lab.labels(3), ["agent:done"]);
 }
 
@@ -1545,10 +1564,12 @@ fn kubernetes_cronjob_runs_its_loopx_command_line_and_its_exit_code_decides_the_
                 run = run.env(e["name"].as_str().unwrap(), v);
             }
         }
-        run.current_dir(&workdir).run()
+        run.current_dir(&workdir)
     };
     lab.reply(1, "echo step").reply(2, "echo LOOP_DONE");
-    run(&lab).success();
+    run(&lab)
+        .stderr_contains("ralph: the agent marked the task done after 2 iteration(s)")
+        .run();
     let log = PathBuf::from(map(&log_path));
     let start = &events(&log)[0];
     assert_eq!(start["options"]["timeout_ms"], timeout * 1000);
@@ -1564,7 +1585,10 @@ fn kubernetes_cronjob_runs_its_loopx_command_line_and_its_exit_code_decides_the_
     // A run that fails exits non-zero, and the Job fails: here, the
     // workflow is not on the volume.
     fs::rename(lab.p.path(".loopx/ralph"), lab.p.path("ralph.away")).unwrap();
-    run(&lab).failure();
+    run(&lab)
+        .status(1)
+        .stderr("loopx: error: workflow 'ralph' not found in .loopx/ (workflows: none)\n")
+        .run();
     assert_eq!(run_end(&log)["exit_code"], 1);
     assert_eq!(
         path_taken(&log).iter().filter(|s| *s == "|").count(),
@@ -1661,9 +1685,16 @@ fn github_actions_matrix_runs_each_loopx_command_line_on_a_schedule() {
             run = run.env(k, expand(v.as_str().expect("string env"), &values));
         }
         // (npm runs LINT_CMD and TEST_CMD: no update check from a test.)
-        let o = run
-            .env("RUNNER_TEMP", &temp)
+        // The workflow tells how it ended on stderr.
+        let ended = match w {
+            "ralph" => "ralph: the agent marked the task done after 1 iteration(s)",
+            "build-audit-fix" => "build-audit-fix: approved in round 1",
+            "issue-runner" => "issue-runner: no open issue labeled agent:todo to take",
+            _ => panic!("no expected ending for {w}"),
+        };
+        run.env("RUNNER_TEMP", &temp)
             .env("npm_config_update_notifier", "false")
+            .stderr_contains(ended)
             .run();
         let log = temp.join("loopx.jsonl");
         assert_eq!(run_end(&log)["exit_code"], 0, "{w}");
@@ -1751,13 +1782,20 @@ fn the_authoring_guides_example_passes_its_own_test_and_shellcheck() {
                 std::env::var("PATH").unwrap_or_default()
             ),
         )
-        .env("TMPDIR", tmp.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .env("TMPDIR", tmp.path());
     util::isolate(&mut cmd, &home);
-    let o = wait_with_output(cmd.spawn().expect("spawn bash"), Duration::from_secs(60));
-    o.success().stdout_is("write-check: all good\n");
+    // The test script tells each try on stderr.
+    Run::command(cmd)
+        .stdout("write-check: all good\n")
+        .stderr(
+            "write-check: try 1 of 3\n\
+             wrote it\n\
+             write-check: the check failed\n\
+             write-check: try 2 of 3\n\
+             fixed it\n\
+             write-check: the check passed\n",
+        )
+        .run();
     // It cleaned up after itself (its mktemp -d directory is gone; loopx
     // keeps its status directory, loopx-<uid>, in TMPDIR).
     let left: Vec<String> = names_in(tmp.path())
