@@ -223,8 +223,11 @@ fn n_zero_still_fails_on_a_missing_target() {
     ];
     for &(missing, target, names) in cases {
         let p = Project::new();
-        p.script("ralph", "index.sh", &step("index", ""))
-            .script("other", "check.sh", &step("check", ""));
+        p.script("ralph", "index.sh", &step("index", "")).script(
+            "other",
+            "check.sh",
+            &step("check", ""),
+        );
         let mut run = p.loopx(&["run", "-n", "0", target]).status(1).stdout("");
         for n in names {
             run = run.stderr_contains(n);
