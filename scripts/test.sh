@@ -91,7 +91,7 @@ if [ ! -f dist/npm/node_modules/.package-lock.json ] ||
 fi
 
 # rustfmt and clippy, and the musl target of the static release build
-# (tests/release.rs builds it).
+# (tests/it/release.rs builds it).
 for component in rustfmt clippy; do
   if ! rustup component list --installed | grep -q "^$component"; then
     echo "== rustup component add $component"
@@ -114,7 +114,7 @@ fi
 run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/loopx-run.XXXXXX")
 run_tmp=$(cd "$run_tmp" && pwd -P)
 # Searchable by others, as /tmp is: a test runs the npm package as another
-# user (tests/npm_release.rs, a root-owned global prefix).
+# user (tests/it/npm_release.rs, a root-owned global prefix).
 chmod 755 "$run_tmp"
 export TMPDIR="$run_tmp"
 

@@ -2,13 +2,11 @@
 //! it, where the global file lives, `-e`, injection precedence and loading
 //! once per run; and the `loopx env set/remove/list` subcommands (§4.3).
 
-mod util;
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
+use crate::util::*;
 use proptest::prelude::*;
-use util::*;
 
 /// A script that records, for each name, `NAME=[value]` or `NAME unset` in
 /// `$LOOPX_PROJECT_ROOT/vars`, then stops the loop.
@@ -43,7 +41,7 @@ fn run_dump(p: &Project, extra: &[&str], f: impl FnOnce(Run) -> Run) -> Vec<Stri
     let mut args = vec!["run"];
     args.extend_from_slice(extra);
     args.push("ralph");
-    f(p.loopx(&args)).run().success().stdout_empty();
+    f(p.loopx(&args)).stdout("").run();
     dumped(p)
 }
 
@@ -72,8 +70,7 @@ fn env_file_key_extends_to_the_first_equals() {
 fn env_file_comment_lines_are_skipped_and_inline_hash_is_value() {
     let p = dump_project(&["COMMENTED", "HASH", "QHASH"]);
     p.global_env("# COMMENTED=1\n#COMMENTED=2\nHASH=x # not a comment\nQHASH=\"#x\"\n");
-    let out = p.loopx(&["run", "ralph"]).run();
-    out.success().stderr_empty();
+    p.loopx(&["run", "ralph"]).run();
     assert_eq!(
         dumped(&p),
         ["COMMENTED unset", "HASH=[x # not a comment]", "QHASH=[#x]"]
@@ -84,7 +81,7 @@ fn env_file_comment_lines_are_skipped_and_inline_hash_is_value() {
 fn env_file_blank_lines_are_ignored() {
     let p = dump_project(&["A", "B"]);
     p.global_env("\nA=1\n\n   \n\t\nB=2\n\n");
-    p.loopx(&["run", "ralph"]).run().success().stderr_empty();
+    p.loopx(&["run", "ralph"]).run();
     assert_eq!(dumped(&p), ["A=[1]", "B=[2]"]);
 }
 
@@ -157,18 +154,21 @@ fn env_file_invalid_lines_warn_naming_file_and_line_and_are_skipped() {
     p.global_env(body).file("local.env", body);
     let out = p
         .loopx(&["run", "-n", "1", "-e", "local.env", "ralph"])
+        .stdout("")
+        .stderr_contains("ignoring line")
         .run();
-    out.success().stdout_empty();
     assert_eq!(
         dumped(&p),
         ["GOOD=[1]", "OK=[2]", "SPACED unset", "KEY unset"]
     );
     for file in [p.global_env_path(), p.path("local.env")] {
         for line in 2..=6 {
-            out.stderr_has(&format!("{}:{line}", file.display()));
+            let at = format!("{}:{line}", file.display());
+            assert!(out.stderr.contains(&at), "no warning at {at}\n{out}");
         }
         for line in [1, 7] {
-            out.stderr_lacks(&format!("{}:{line}", file.display()));
+            let at = format!("{}:{line}", file.display());
+            assert!(!out.stderr.contains(&at), "a warning at {at}\n{out}");
         }
     }
     assert_eq!(out.stderr.lines().count(), 10, "{}", out.stderr);
@@ -188,10 +188,12 @@ fn env_file_warnings_are_printed_once_per_run() {
         "echo x >> \"$LOOPX_PROJECT_ROOT/log\"\n",
     );
     p.global_env("not a line\n");
-    let out = p.loopx(&["run", "-n", "3", "ralph"]).run();
-    out.success();
+    let warning = format!(
+        "loopx: warning: {}:1: ignoring line without a valid KEY=VALUE: not a line\n",
+        p.global_env_path().display()
+    );
+    p.loopx(&["run", "-n", "3", "ralph"]).stderr(&warning).run();
     assert_eq!(p.read("log"), "x\nx\nx\n");
-    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
 }
 
 // ------------------------------------------------ §8.1 global file location
@@ -219,25 +221,22 @@ fn global_env_file_defaults_to_home_config_when_xdg_config_home_is_unset() {
     // The env subcommands use the same default location.
     p.loopx(&["env", "set", "SET_HERE", "1"])
         .env_remove("XDG_CONFIG_HOME")
-        .run()
-        .success();
+        .run();
     assert_eq!(
         fs::read_to_string(p.home().join(".config/loopx/env")).expect("read"),
         "WHERE=home\nSET_HERE=\"1\"\n"
     );
     p.loopx(&["env", "list"])
         .env_remove("XDG_CONFIG_HOME")
-        .run()
-        .success()
-        .stdout_is("SET_HERE=1\nWHERE=home\n");
+        .stdout("SET_HERE=1\nWHERE=home\n")
+        .run();
 }
 
 #[test]
 fn missing_global_env_file_means_no_variables() {
     let p = dump_project(&["UNSET_ANYWHERE"]);
     assert!(!p.global_env_path().exists());
-    let out = p.loopx(&["run", "ralph"]).run();
-    out.success().stdout_empty().stderr_empty();
+    p.loopx(&["run", "ralph"]).stdout("").run();
     assert_eq!(dumped(&p), ["UNSET_ANYWHERE unset"]);
 }
 
@@ -254,10 +253,10 @@ fn unreadable_global_env_file_fails_the_run() {
         return;
     }
     p.loopx(&["run", "ralph"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has(&path.display().to_string());
+        .status(1)
+        .stdout("")
+        .stderr_contains(&path.display().to_string())
+        .run();
     assert!(!p.exists("vars"), "no script may run");
 }
 
@@ -277,10 +276,10 @@ fn global_env_file_that_cannot_be_read_fails_run_and_env_commands() {
         &["env", "remove", "A"],
     ] {
         p.loopx(args)
-            .run()
-            .failure()
-            .stdout_empty()
-            .stderr_has(&shown);
+            .status(1)
+            .stdout("")
+            .stderr_contains(&shown)
+            .run();
     }
     assert!(!p.exists("vars"), "no script may run");
     assert!(path.is_dir(), "the directory is left alone");
@@ -316,10 +315,10 @@ fn missing_local_env_file_fails_naming_the_path() {
         &["run", "-e", "sub/missing.env", "-n", "3", "ralph"],
     ] {
         p.loopx(args)
-            .run()
-            .failure()
-            .stdout_empty()
-            .stderr_has(args[2]);
+            .status(1)
+            .stdout("")
+            .stderr_contains(args[2])
+            .run();
     }
     assert!(!p.exists("vars"), "no script may run");
 }
@@ -329,10 +328,10 @@ fn local_env_file_that_cannot_be_read_fails() {
     let p = dump_project(&["L"]);
     p.dir("env.d");
     p.loopx(&["run", "-e", "env.d", "ralph"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has("env.d");
+        .status(1)
+        .stdout("")
+        .stderr_contains("env.d")
+        .run();
     assert!(!p.exists("vars"));
 }
 
@@ -418,16 +417,14 @@ fn env_files_are_loaded_once_per_run() {
     p.global_env("G=original\n")
         .file("local.env", "L=original\n");
     p.loopx(&["run", "-n", "3", "-e", "local.env", "ralph"])
-        .run()
-        .success();
+        .run();
     assert_eq!(
         p.read("log"),
         "original original\noriginal original\noriginal original\n"
     );
     // The edits did land, and the next run sees them.
     p.loopx(&["run", "-n", "1", "-e", "local.env", "ralph"])
-        .run()
-        .success();
+        .run();
     assert!(
         p.read("log").ends_with("\nchanged changed\n"),
         "{}",
@@ -446,10 +443,10 @@ fn env_set_rejects_invalid_names() {
     let p = Project::bare();
     for name in ["1BAD", "A-B", "", "A B", "A.B", "É", "-x", "A=B"] {
         p.loopx(&["env", "set", name, "v"])
-            .run()
-            .failure()
-            .stdout_empty()
-            .stderr_has(&format!("'{name}'"));
+            .status(1)
+            .stdout("")
+            .stderr_contains(&format!("'{name}'"))
+            .run();
     }
     assert!(!p.global_env_path().exists(), "nothing written");
 }
@@ -458,16 +455,11 @@ fn env_set_rejects_invalid_names() {
 fn env_set_accepts_valid_names() {
     let p = Project::bare();
     for name in ["A", "_", "a_1", "_X9", "lower", "MiXeD_09"] {
-        p.loopx(&["env", "set", name, "v"])
-            .run()
-            .success()
-            .stdout_empty()
-            .stderr_empty();
+        p.loopx(&["env", "set", name, "v"]).stdout("").run();
     }
     p.loopx(&["env", "list"])
-        .run()
-        .success()
-        .stdout_is("A=v\nMiXeD_09=v\n_=v\n_X9=v\na_1=v\nlower=v\n");
+        .stdout("A=v\nMiXeD_09=v\n_=v\n_X9=v\na_1=v\nlower=v\n")
+        .run();
 }
 
 #[test]
@@ -476,10 +468,10 @@ fn env_set_rejects_values_with_line_breaks() {
     p.global_env("KEEP=1\n");
     for value in ["a\nb", "a\rb", "\n", "trailing\r\n", "\r"] {
         p.loopx(&["env", "set", "K", value])
-            .run()
-            .failure()
-            .stdout_empty()
-            .stderr_has("'K'");
+            .status(1)
+            .stdout("")
+            .stderr_contains("'K'")
+            .run();
     }
     assert_eq!(global_text(&p), "KEEP=1\n", "file unchanged");
 }
@@ -487,11 +479,9 @@ fn env_set_rejects_values_with_line_breaks() {
 #[test]
 fn env_set_serializes_as_key_equals_quoted_literal() {
     let p = Project::bare();
-    p.loopx(&["env", "set", "K", "a b"]).run().success();
+    p.loopx(&["env", "set", "K", "a b"]).run();
     assert_eq!(global_text(&p), "K=\"a b\"\n");
-    p.loopx(&["env", "set", "Q", "say \"hi\" \\n"])
-        .run()
-        .success();
+    p.loopx(&["env", "set", "Q", "say \"hi\" \\n"]).run();
     assert_eq!(global_text(&p), "K=\"a b\"\nQ=\"say \"hi\" \\n\"\n");
 }
 
@@ -520,7 +510,7 @@ fn env_set_round_trips_awkward_values() {
     let mut names = Vec::new();
     for (i, v) in values.iter().enumerate() {
         let name = format!("V{i:02}");
-        p.loopx(&["env", "set", &name, v]).run().success();
+        p.loopx(&["env", "set", &name, v]).run();
         names.push(name);
     }
     // Through `env list`...
@@ -529,11 +519,7 @@ fn env_set_round_trips_awkward_values() {
         .enumerate()
         .map(|(i, v)| format!("V{i:02}={v}\n"))
         .collect();
-    p.loopx(&["env", "list"])
-        .run()
-        .success()
-        .stdout_is(&expected)
-        .stderr_empty();
+    p.loopx(&["env", "list"]).stdout(&expected).run();
     // ...and as scripts see them.
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     p.script("ralph", "index.sh", &dump_script(&refs));
@@ -548,13 +534,10 @@ fn env_set_round_trips_awkward_values() {
 #[test]
 fn env_set_replaces_an_existing_value() {
     let p = Project::bare();
-    p.loopx(&["env", "set", "K", "one"]).run().success();
-    p.loopx(&["env", "set", "K", "two"]).run().success();
+    p.loopx(&["env", "set", "K", "one"]).run();
+    p.loopx(&["env", "set", "K", "two"]).run();
     assert_eq!(global_text(&p), "K=\"two\"\n");
-    p.loopx(&["env", "list"])
-        .run()
-        .success()
-        .stdout_is("K=two\n");
+    p.loopx(&["env", "list"]).stdout("K=two\n").run();
 }
 
 #[test]
@@ -562,11 +545,7 @@ fn env_set_creates_the_config_directory() {
     let p = Project::bare();
     let dir = p.global_env_path().parent().expect("parent").to_path_buf();
     assert!(!dir.exists());
-    p.loopx(&["env", "set", "K", "v"])
-        .run()
-        .success()
-        .stdout_empty()
-        .stderr_empty();
+    p.loopx(&["env", "set", "K", "v"]).stdout("").run();
     assert!(dir.is_dir());
     assert_eq!(global_text(&p), "K=\"v\"\n");
 
@@ -575,8 +554,7 @@ fn env_set_creates_the_config_directory() {
     let cfg = xdg.path().join("does/not/exist");
     p.loopx(&["env", "set", "K", "v"])
         .env("XDG_CONFIG_HOME", &cfg)
-        .run()
-        .success();
+        .run();
     assert_eq!(
         fs::read_to_string(cfg.join("loopx/env")).expect("read"),
         "K=\"v\"\n"
@@ -589,8 +567,7 @@ fn env_set_preserves_unrelated_lines_and_comments() {
     let original =
         "# my settings\nA=1\n\n  # indented comment\nK=old\nnot a valid line\nB='two'\nK=older\n";
     p.global_env(original);
-    let out = p.loopx(&["env", "set", "K", "new"]).run();
-    out.success().stdout_empty();
+    p.loopx(&["env", "set", "K", "new"]).stdout("").run();
     let text = global_text(&p);
     let others = |t: &str| -> Vec<String> {
         t.lines()
@@ -602,43 +579,31 @@ fn env_set_preserves_unrelated_lines_and_comments() {
     let k: Vec<&str> = text.lines().filter(|l| l.starts_with("K=")).collect();
     assert_eq!(k, ["K=\"new\""], "{text}");
     p.loopx(&["env", "list"])
-        .run()
-        .success()
-        .stdout_is("A=1\nB=two\nK=new\n");
+        .stdout("A=1\nB=two\nK=new\n")
+        .stderr_contains(":6: ignoring line")
+        .run();
 }
 
 #[test]
 fn env_remove_deletes_the_variable() {
     let p = Project::bare();
     p.global_env("# keep me\nA=1\nB=2\nA=again\n");
-    p.loopx(&["env", "remove", "A"])
-        .run()
-        .success()
-        .stdout_empty()
-        .stderr_empty();
+    p.loopx(&["env", "remove", "A"]).stdout("").run();
     assert_eq!(global_text(&p), "# keep me\nB=2\n");
-    p.loopx(&["env", "list"]).run().success().stdout_is("B=2\n");
+    p.loopx(&["env", "list"]).stdout("B=2\n").run();
 }
 
 #[test]
 fn env_remove_of_a_missing_name_is_a_silent_noop() {
     // No file at all: nothing is created.
     let p = Project::bare();
-    p.loopx(&["env", "remove", "NOPE"])
-        .run()
-        .success()
-        .stdout_empty()
-        .stderr_empty();
+    p.loopx(&["env", "remove", "NOPE"]).stdout("").run();
     assert!(!p.global_env_path().exists());
 
     // A file without the name: left byte for byte as it was.
     let original = "# c\nA=1\n\nB = spaced\n";
     p.global_env(original);
-    p.loopx(&["env", "remove", "NOPE"])
-        .run()
-        .success()
-        .stdout_empty()
-        .stderr_empty();
+    p.loopx(&["env", "remove", "NOPE"]).stdout("").run();
     assert_eq!(global_text(&p), original);
 }
 
@@ -653,42 +618,30 @@ fn env_list_is_sorted_by_key() {
         ("A", "0"),
         ("AA", "00"),
     ] {
-        p.loopx(&["env", "set", k, v]).run().success();
+        p.loopx(&["env", "set", k, v]).run();
     }
     p.loopx(&["env", "list"])
-        .run()
-        .success()
-        .stdout_is("A=0\nAA=00\nB=2\n_u=u\na=1\nc=3\n");
+        .stdout("A=0\nAA=00\nB=2\n_u=u\na=1\nc=3\n")
+        .run();
 }
 
 #[test]
 fn env_list_shows_hand_edited_files_as_loaded() {
     let p = Project::bare();
     p.global_env("Z='quoted'\nA=first\n# c\nA=last  \n");
-    p.loopx(&["env", "list"])
-        .run()
-        .success()
-        .stdout_is("A=last\nZ=quoted\n");
+    p.loopx(&["env", "list"]).stdout("A=last\nZ=quoted\n").run();
 }
 
 #[test]
 fn env_list_is_empty_when_nothing_is_set() {
     let p = Project::bare();
-    p.loopx(&["env", "list"])
-        .run()
-        .success()
-        .stdout_empty()
-        .stderr_empty();
+    p.loopx(&["env", "list"]).stdout("").run();
     p.global_env("# only a comment\n\n");
-    p.loopx(&["env", "list"])
-        .run()
-        .success()
-        .stdout_empty()
-        .stderr_empty();
+    p.loopx(&["env", "list"]).stdout("").run();
     // After removing the last variable.
-    p.loopx(&["env", "set", "K", "v"]).run().success();
-    p.loopx(&["env", "remove", "K"]).run().success();
-    p.loopx(&["env", "list"]).run().success().stdout_empty();
+    p.loopx(&["env", "set", "K", "v"]).run();
+    p.loopx(&["env", "remove", "K"]).run();
+    p.loopx(&["env", "list"]).stdout("").run();
 }
 
 #[test]
@@ -709,8 +662,7 @@ fn global_env_file_home_comes_from_the_password_database_without_home() {
 fn env_file_crlf_line_endings_are_read_like_lf() {
     let p = dump_project(&["A", "B", "C"]);
     p.global_env("# windows\r\nA=1\r\nB=\"two words\"\r\n\r\nC='3'\r\n");
-    let out = p.loopx(&["run", "ralph"]).run();
-    out.success().stderr_empty();
+    p.loopx(&["run", "ralph"]).run();
     assert_eq!(dumped(&p), ["A=[1]", "B=[two words]", "C=[3]"]);
 }
 
@@ -719,15 +671,11 @@ fn env_file_leading_byte_order_mark_is_ignored() {
     let p = dump_project(&["FIRST", "SECOND"]);
     p.global_env("\u{feff}FIRST=1\nSECOND=2\n")
         .file("local.env", "\u{feff}SECOND=local\n");
-    let out = p.loopx(&["run", "-e", "local.env", "ralph"]).run();
-    out.success().stderr_empty();
+    p.loopx(&["run", "-e", "local.env", "ralph"]).run();
     assert_eq!(dumped(&p), ["FIRST=[1]", "SECOND=[local]"]);
     // env set/remove find the first variable too.
-    p.loopx(&["env", "remove", "FIRST"]).run().success();
-    p.loopx(&["env", "list"])
-        .run()
-        .success()
-        .stdout_is("SECOND=2\n");
+    p.loopx(&["env", "remove", "FIRST"]).run();
+    p.loopx(&["env", "list"]).stdout("SECOND=2\n").run();
 }
 
 #[test]
@@ -736,11 +684,13 @@ fn env_file_export_prefix_and_indented_keys_are_invalid_lines() {
     // not [A-Za-z_][A-Za-z0-9_]*.
     let p = dump_project(&["A", "B", "C"]);
     p.global_env("export A=1\n  B=2\nC\t=3\n");
-    let out = p.loopx(&["run", "ralph"]).run();
-    out.success();
+    let out = p
+        .loopx(&["run", "ralph"])
+        .stderr_contains("export A=1")
+        .stderr_contains("C\\t=3")
+        .run();
     assert_eq!(dumped(&p), ["A unset", "B unset", "C unset"]);
     assert_eq!(out.stderr.lines().count(), 3, "{}", out.stderr);
-    out.stderr_has("export A=1").stderr_has("C\\t=3");
 }
 
 #[test]
@@ -769,7 +719,7 @@ fn env_command_usage_errors() {
         (&["env", "remove", "A", "B"], "got 2 arguments"),
         (&["env", "list", "extra"], "'extra'"),
     ] {
-        p.loopx(args).run().usage_error(needle, "loopx --help");
+        p.loopx(args).usage_error(needle, "loopx --help").run();
     }
     assert_eq!(global_text(&p), "KEEP=1\n");
 }
@@ -785,7 +735,7 @@ fn local_env_file_path_may_be_non_utf8() {
     let _ = fs::remove_file(p.path("vars"));
     let mut r = p.loopx(&["run", "ralph", "-e"]);
     r.cmd.arg(name);
-    r.run().success().stdout_empty().stderr_empty();
+    r.stdout("").run();
     assert_eq!(dumped(&p), ["L=[latin1 name]"]);
 }
 
@@ -796,11 +746,12 @@ fn env_file_line_with_a_nul_byte_is_warned_and_skipped() {
     // script's start.
     let p = dump_project(&["A", "B"]);
     p.file("local.env", "A=x\0y\nB=1\n");
-    let out = p.loopx(&["run", "-e", "local.env", "ralph"]).run();
-    out.success()
-        .stdout_empty()
-        .stderr_has("local.env:1")
-        .stderr_has("x\\u{0}y");
+    let out = p
+        .loopx(&["run", "-e", "local.env", "ralph"])
+        .stdout("")
+        .stderr_contains("local.env:1")
+        .stderr_contains("x\\u{0}y")
+        .run();
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
     assert_eq!(dumped(&p), ["A unset", "B=[1]"]);
 }
@@ -814,24 +765,18 @@ fn env_set_and_remove_leave_other_lines_byte_for_byte() {
     fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
     let original: &[u8] = b"\xef\xbb\xbf# caf\xe9\r\nA=1\r\nB=2";
     fs::write(&path, original).expect("write");
-    p.loopx(&["env", "set", "C", "3"])
-        .run()
-        .success()
-        .stderr_empty();
+    p.loopx(&["env", "set", "C", "3"]).run();
     assert_eq!(
         fs::read(&path).expect("read"),
         [original, b"\nC=\"3\"\n"].concat()
     );
-    p.loopx(&["env", "set", "A", "one"]).run().success();
-    p.loopx(&["env", "remove", "C"]).run().success();
+    p.loopx(&["env", "set", "A", "one"]).run();
+    p.loopx(&["env", "remove", "C"]).run();
     assert_eq!(
         fs::read(&path).expect("read"),
         b"\xef\xbb\xbf# caf\xe9\r\nA=\"one\"\nB=2\n".to_vec()
     );
-    p.loopx(&["env", "list"])
-        .run()
-        .success()
-        .stdout_is("A=one\nB=2\n");
+    p.loopx(&["env", "list"]).stdout("A=one\nB=2\n").run();
 }
 
 #[test]
@@ -845,16 +790,16 @@ fn env_set_keeps_the_files_permissions_and_creates_a_private_one() {
     };
     // A new file may hold API keys: readable by the user only.
     let p = Project::bare();
-    p.loopx(&["env", "set", "K", "v"]).run().success();
+    p.loopx(&["env", "set", "K", "v"]).run();
     assert_eq!(mode(&p), 0o600);
     // An existing file keeps the mode its owner chose.
     for m in [0o600, 0o640, 0o644] {
         let p = Project::bare();
         p.global_env("A=1\n");
         fs::set_permissions(p.global_env_path(), fs::Permissions::from_mode(m)).expect("chmod");
-        p.loopx(&["env", "set", "K", "v"]).run().success();
+        p.loopx(&["env", "set", "K", "v"]).run();
         assert_eq!(mode(&p), m);
-        p.loopx(&["env", "remove", "A"]).run().success();
+        p.loopx(&["env", "remove", "A"]).run();
         assert_eq!(mode(&p), m);
     }
 }
@@ -868,10 +813,7 @@ fn env_set_writes_through_a_symlinked_env_file() {
     let link = p.global_env_path();
     fs::create_dir_all(link.parent().expect("parent")).expect("mkdir");
     std::os::unix::fs::symlink(&target, &link).expect("symlink");
-    p.loopx(&["env", "set", "B", "2"])
-        .run()
-        .success()
-        .stderr_empty();
+    p.loopx(&["env", "set", "B", "2"]).run();
     assert!(
         fs::symlink_metadata(&link)
             .expect("lstat")
@@ -880,32 +822,25 @@ fn env_set_writes_through_a_symlinked_env_file() {
         "the link is kept"
     );
     assert_eq!(fs::read_to_string(&target).expect("read"), "A=1\nB=\"2\"\n");
-    p.loopx(&["env", "list"])
-        .run()
-        .success()
-        .stdout_is("A=1\nB=2\n");
+    p.loopx(&["env", "list"]).stdout("A=1\nB=2\n").run();
 }
 
 /// Starts `loopx env <args>` for each argument list at once, then waits for
 /// all of them.
-fn env_all_at_once(p: &Project, commands: &[Vec<String>]) -> Vec<Outcome> {
-    let children: Vec<_> = commands
+/// Starts `loopx env <args>` for every entry at once, then expects each to
+/// succeed quietly.
+fn env_all_at_once(p: &Project, commands: &[Vec<String>]) {
+    let running: Vec<_> = commands
         .iter()
         .map(|args| {
             let mut all = vec!["env"];
             all.extend(args.iter().map(String::as_str));
-            let mut run = p.loopx(&all);
-            run.cmd
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped());
-            run.cmd.spawn().expect("spawn loopx")
+            p.loopx(&all).start()
         })
         .collect();
-    children
-        .into_iter()
-        .map(|c| wait_with_output(c, std::time::Duration::from_secs(60)))
-        .collect()
+    for r in running {
+        r.finish();
+    }
 }
 
 #[test]
@@ -921,17 +856,13 @@ fn concurrent_env_set_and_remove_lose_no_update() {
     let sets: Vec<Vec<String>> = (0..50)
         .map(|i| vec!["set".into(), format!("VAR_{i}"), value(i)])
         .collect();
-    for o in env_all_at_once(&p, &sets) {
-        o.success().stderr_empty();
-    }
+    env_all_at_once(&p, &sets);
     let removes: Vec<Vec<String>> = (0..50)
         .filter(|i| i % 2 == 0)
         .map(|i| vec!["remove".into(), format!("VAR_{i}")])
         .collect();
     assert_eq!(removes.len(), 25);
-    for o in env_all_at_once(&p, &removes) {
-        o.success().stderr_empty();
-    }
+    env_all_at_once(&p, &removes);
 
     let mut remaining: Vec<String> = (0..50)
         .filter(|i| i % 2 == 1)
@@ -952,7 +883,6 @@ fn concurrent_env_set_and_remove_lose_no_update() {
         0o640
     );
     let listed = p.loopx(&["env", "list"]).run();
-    listed.success();
     assert_eq!(listed.stdout.lines().count(), 26);
     // No temporary file is left beside the env file.
     let dir = path.parent().expect("parent");
@@ -996,32 +926,25 @@ fn env_set_waits_for_the_lock_and_gives_up_after_ten_seconds() {
     // A writer that never lets go: after 10 s loopx says so and changes nothing.
     let start = std::time::Instant::now();
     p.loopx(&["env", "set", "B", "2"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has("another loopx env command has held the lock")
-        .stderr_has("for over 10s; nothing was changed");
+        .status(1)
+        .stdout("")
+        .stderr_contains("another loopx env command has held the lock")
+        .stderr_contains("for over 10s; nothing was changed")
+        .run();
     let waited = start.elapsed();
     assert!(waited >= std::time::Duration::from_secs(10), "{waited:?}");
     assert_eq!(global_text(&p), "A=1\n");
 
     // A writer that lets go: loopx waits for it, then writes.
-    let mut run = p.loopx(&["env", "remove", "A"]);
-    run.cmd
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = run.cmd.spawn().expect("spawn");
+    let mut running = p.loopx(&["env", "remove", "A"]).start();
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(
-        child.try_wait().expect("try_wait").is_none(),
+        running.child.try_wait().expect("try_wait").is_none(),
         "did not wait"
     );
     assert_eq!(global_text(&p), "A=1\n");
     drop(held);
-    wait_with_output(child, std::time::Duration::from_secs(30))
-        .success()
-        .stderr_empty();
+    running.finish();
     assert_eq!(global_text(&p), "");
 }
 

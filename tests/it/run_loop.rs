@@ -5,12 +5,10 @@
 //! Scripts append a line per execution to `$LOOPX_PROJECT_ROOT/log`, so the
 //! log is the observable order of iterations and what each one read.
 
-mod util;
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
-use util::*;
+use crate::util::*;
 
 /// A script that logs `name<stdin>` (stdin with trailing newlines stripped,
 /// as `$(cat)` does) and prints `stdout` verbatim.
@@ -82,10 +80,7 @@ fn spec_example_chain_runs_in_order() {
         "index.sh",
         &step("WRONG review-adr:index", ""),
     );
-    p.loopx(&["run", "-n", "5", "ralph"])
-        .run()
-        .success()
-        .stdout_empty();
+    p.loopx(&["run", "-n", "5", "ralph"]).stdout("").run();
     assert_eq!(
         log(&p),
         [
@@ -108,7 +103,7 @@ fn goto_bare_name_stays_in_current_workflow() {
     )
     .script("ralph", "check-ready.sh", &step("ralph:check-ready", ""))
     .script("check-ready", "index.sh", &step("check-ready:index", ""));
-    p.loopx(&["run", "-n", "2", "ralph"]).run().success();
+    p.loopx(&["run", "-n", "2", "ralph"]).run();
     assert_eq!(log(&p), ["ralph:index<>", "ralph:check-ready<>"]);
 }
 
@@ -121,7 +116,7 @@ fn goto_qualified_same_workflow_equals_bare() {
         &step("ralph:index", &goto("ralph:check-ready")),
     )
     .script("ralph", "check-ready.sh", &step("ralph:check-ready", ""));
-    p.loopx(&["run", "-n", "3", "ralph"]).run().success();
+    p.loopx(&["run", "-n", "3", "ralph"]).run();
     assert_eq!(
         log(&p),
         ["ralph:index<>", "ralph:check-ready<>", "ralph:index<>"]
@@ -135,7 +130,7 @@ fn goto_bare_name_after_cross_workflow_goto_targets_its_own_workflow() {
         .script("ralph", "b.sh", &step("WRONG ralph:b", ""))
         .script("other", "a.sh", &step("other:a", &goto("b")))
         .script("other", "b.sh", &step("other:b", ""));
-    p.loopx(&["run", "-n", "3", "ralph"]).run().success();
+    p.loopx(&["run", "-n", "3", "ralph"]).run();
     assert_eq!(log(&p), ["ralph:index<>", "other:a<>", "other:b<>"]);
 }
 
@@ -148,7 +143,7 @@ fn goto_another_workflows_index_needs_the_qualified_form() {
         &step("ralph:index", &goto("other:index")),
     )
     .script("other", "index.sh", &step("other:index", ""));
-    p.loopx(&["run", "-n", "2", "ralph"]).run().success();
+    p.loopx(&["run", "-n", "2", "ralph"]).run();
     assert_eq!(log(&p), ["ralph:index<>", "other:index<>"]);
 
     // The bare workflow name is read as a script of the current workflow.
@@ -156,11 +151,11 @@ fn goto_another_workflows_index_needs_the_qualified_form() {
     p.script("ralph", "index.sh", &step("ralph:index", &goto("other")))
         .script("other", "index.sh", &step("other:index", ""));
     p.loopx(&["run", "ralph"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has("'other'")
-        .stderr_has("ralph:index");
+        .status(1)
+        .stdout("")
+        .stderr_contains("'other'")
+        .stderr_contains("ralph:index")
+        .run();
     assert_eq!(log(&p), ["ralph:index<>"]);
 }
 
@@ -172,7 +167,7 @@ fn self_goto_counts_as_an_iteration() {
         "index.sh",
         &step("ralph:index", r#"{"result":"again","goto":"index"}"#),
     );
-    p.loopx(&["run", "-n", "3", "ralph"]).run().success();
+    p.loopx(&["run", "-n", "3", "ralph"]).run();
     // Three executions, the later two reached by the self-goto (which pipes
     // the result like any other goto).
     assert_eq!(
@@ -191,9 +186,8 @@ fn n_counts_every_execution_including_goto_hops() {
     for n in 1..=full.len() {
         clear_log(&p);
         p.loopx(&["run", "-n", &n.to_string(), "ralph"])
-            .run()
-            .success()
-            .stdout_empty();
+            .stdout("")
+            .run();
         assert_eq!(log(&p), full[..n], "-n {n}");
     }
 }
@@ -203,10 +197,7 @@ fn n_limit_ends_the_loop_before_the_last_goto_is_resolved() {
     // §7.1: step 10 (-n reached) comes before step 11 (goto validation).
     let p = Project::new();
     p.script("ralph", "index.sh", &step("index", &goto("a:b:c")));
-    p.loopx(&["run", "-n", "1", "ralph"])
-        .run()
-        .success()
-        .stdout_empty();
+    p.loopx(&["run", "-n", "1", "ralph"]).stdout("").run();
     assert_eq!(log(&p), ["index<>"]);
 }
 
@@ -215,52 +206,35 @@ fn n_zero_validates_but_runs_nothing() {
     let p = Project::new();
     p.script("ralph", "index.sh", &step("index", ""))
         .file("local.env", "A=1\n");
-    p.loopx(&["run", "-n", "0", "ralph"])
-        .run()
-        .success()
-        .stdout_empty();
+    p.loopx(&["run", "-n", "0", "ralph"]).stdout("").run();
     p.loopx(&["run", "-n", "0", "-e", "local.env", "ralph:index"])
-        .run()
-        .success()
-        .stdout_empty();
+        .stdout("")
+        .run();
     assert!(log(&p).is_empty(), "no script may run with -n 0");
 }
 
 #[test]
-fn n_zero_still_fails_on_missing_workflow() {
-    let p = Project::new();
-    p.script("ralph", "index.sh", &step("index", ""));
-    p.loopx(&["run", "-n", "0", "nope"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has("'nope'");
-    assert!(log(&p).is_empty());
-}
-
-#[test]
-fn n_zero_still_fails_on_missing_script() {
-    let p = Project::new();
-    p.script("ralph", "index.sh", &step("index", ""));
-    p.loopx(&["run", "-n", "0", "ralph:nope"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has("'nope'");
-    assert!(log(&p).is_empty());
-}
-
-#[test]
-fn n_zero_still_fails_on_missing_default_entry_point() {
-    let p = Project::new();
-    p.script("ralph", "check.sh", &step("check", ""));
-    p.loopx(&["run", "-n", "0", "ralph"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has("'ralph'")
-        .stderr_has("index");
-    assert!(log(&p).is_empty());
+fn n_zero_still_fails_on_a_missing_target() {
+    // (what is missing, the target, what the error names)
+    let cases: &[(&str, &str, &[&str])] = &[
+        ("workflow", "nope", &["'nope'"]),
+        ("script", "ralph:nope", &["'nope'"]),
+        ("default entry point", "other", &["'other'", "index"]),
+    ];
+    for &(missing, target, names) in cases {
+        let p = Project::new();
+        p.script("ralph", "index.sh", &step("index", "")).script(
+            "other",
+            "check.sh",
+            &step("check", ""),
+        );
+        let mut run = p.loopx(&["run", "-n", "0", target]).status(1).stdout("");
+        for n in names {
+            run = run.stderr_contains(n);
+        }
+        run.run();
+        assert!(log(&p).is_empty(), "missing {missing}: nothing may run");
+    }
 }
 
 #[test]
@@ -269,10 +243,10 @@ fn n_zero_still_fails_on_invalid_target() {
     p.script("ralph", "index.sh", &step("index", ""));
     for target in ["", ":", ":index", "ralph:", "ralph:index:x", "bad name"] {
         p.loopx(&["run", "-n", "0", target])
-            .run()
-            .failure()
-            .stdout_empty()
-            .stderr_has(&format!("'{target}'"));
+            .status(1)
+            .stdout("")
+            .stderr_contains(&format!("'{target}'"))
+            .run();
     }
     assert!(log(&p).is_empty());
 }
@@ -282,10 +256,10 @@ fn n_zero_still_fails_on_missing_env_file() {
     let p = Project::new();
     p.script("ralph", "index.sh", &step("index", ""));
     p.loopx(&["run", "-n", "0", "-e", "missing.env", "ralph"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has("missing.env");
+        .status(1)
+        .stdout("")
+        .stderr_contains("missing.env")
+        .run();
     assert!(log(&p).is_empty());
 }
 
@@ -297,19 +271,19 @@ fn n_zero_still_fails_on_validation_problems() {
         .script("broken", "a.sh", "")
         .script("broken", "a.ts", "");
     p.loopx(&["run", "-n", "0", "ralph"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has("broken");
+        .status(1)
+        .stdout("")
+        .stderr_contains("broken")
+        .run();
     // An invalid script name (§5.3).
     let p = Project::new();
     p.script("ralph", "index.sh", &step("index", ""))
         .script("ralph", "-bad.sh", "");
     p.loopx(&["run", "-n", "0", "ralph"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has("-bad.sh");
+        .status(1)
+        .stdout("")
+        .stderr_contains("-bad.sh")
+        .run();
     assert!(log(&p).is_empty());
 }
 
@@ -317,10 +291,10 @@ fn n_zero_still_fails_on_validation_problems() {
 fn n_zero_still_fails_without_loopx_dir() {
     let p = Project::bare();
     p.loopx(&["run", "-n", "0", "ralph"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has(".loopx");
+        .status(1)
+        .stdout("")
+        .stderr_contains(".loopx")
+        .run();
 }
 
 #[test]
@@ -332,7 +306,7 @@ fn stop_beats_goto() {
         &step("index", r#"{"result":"r","goto":"a","stop":true}"#),
     )
     .script("ralph", "a.sh", &step("a", ""));
-    p.loopx(&["run", "ralph"]).run().success().stdout_empty();
+    p.loopx(&["run", "ralph"]).stdout("").run();
     assert_eq!(log(&p), ["index<>"]);
 
     // With stop, the goto is not even validated.
@@ -342,11 +316,7 @@ fn stop_beats_goto() {
         "index.sh",
         &step("index", r#"{"goto":"::","stop":true}"#),
     );
-    p.loopx(&["run", "ralph"])
-        .run()
-        .success()
-        .stdout_empty()
-        .stderr_empty();
+    p.loopx(&["run", "ralph"]).stdout("").run();
     assert_eq!(log(&p), ["index<>"]);
 }
 
@@ -355,7 +325,7 @@ fn stop_true_ends_the_loop_with_exit_0() {
     let p = Project::new();
     p.script("ralph", "index.sh", &step("index", &goto("a")))
         .script("ralph", "a.sh", &step("a", r#"{"stop":true}"#));
-    p.loopx(&["run", "ralph"]).run().success().stdout_empty();
+    p.loopx(&["run", "ralph"]).stdout("").run();
     assert_eq!(log(&p), ["index<>", "a<>"]);
 }
 
@@ -365,7 +335,7 @@ fn no_goto_resets_to_starting_target_after_a_chain() {
     p.script("ralph", "index.sh", &step("index", &goto("a")))
         .script("ralph", "a.sh", &step("a", &goto("b")))
         .script("ralph", "b.sh", &step("b", r#"{"result":"from b"}"#));
-    p.loopx(&["run", "-n", "6", "ralph"]).run().success();
+    p.loopx(&["run", "-n", "6", "ralph"]).run();
     assert_eq!(log(&p), ["index<>", "a<>", "b<>", "index<>", "a<>", "b<>"]);
 }
 
@@ -374,10 +344,10 @@ fn run_bare_workflow_means_its_index() {
     let p = Project::new();
     p.script("ralph", "aaa.sh", &step("aaa", ""))
         .script("ralph", "index.sh", &step("index", ""));
-    p.loopx(&["run", "-n", "2", "ralph"]).run().success();
+    p.loopx(&["run", "-n", "2", "ralph"]).run();
     assert_eq!(log(&p), ["index<>", "index<>"]);
     clear_log(&p);
-    p.loopx(&["run", "-n", "2", "ralph:index"]).run().success();
+    p.loopx(&["run", "-n", "2", "ralph:index"]).run();
     assert_eq!(log(&p), ["index<>", "index<>"]);
 }
 
@@ -389,7 +359,7 @@ fn run_explicit_script_is_the_starting_target() {
         "check.sh",
         &step("check", &goto("index")),
     );
-    p.loopx(&["run", "-n", "4", "ralph:check"]).run().success();
+    p.loopx(&["run", "-n", "4", "ralph:check"]).run();
     assert_eq!(log(&p), ["check<>", "index<>", "check<>", "index<>"]);
 }
 
@@ -399,7 +369,7 @@ fn cross_workflow_goto_keeps_the_starting_target() {
     p.script("ralph", "index.sh", &step("ralph:index", &goto("other:x")))
         .script("other", "x.sh", &step("other:x", ""))
         .script("other", "index.sh", &step("WRONG other:index", ""));
-    p.loopx(&["run", "-n", "4", "ralph"]).run().success();
+    p.loopx(&["run", "-n", "4", "ralph"]).run();
     assert_eq!(
         log(&p),
         ["ralph:index<>", "other:x<>", "ralph:index<>", "other:x<>"]
@@ -425,11 +395,12 @@ fn goto_invalid_target_string_fails_at_transition_time() {
         "", ":", ":x", "other:", "a:b:c", "bad name", "-x", "other:-x", "-w:x",
     ] {
         let p = failing_goto_project(value);
-        let out = p.loopx(&["run", "ralph"]).run();
-        out.failure()
-            .stdout_empty()
-            .stderr_has(&format!("'{value}'"))
-            .stderr_has("ralph:a");
+        p.loopx(&["run", "ralph"])
+            .status(1)
+            .stdout("")
+            .stderr_contains(&format!("'{value}'"))
+            .stderr_contains("ralph:a")
+            .run();
         assert_eq!(log(&p), ["index<>", "a<>"], "goto {value:?}");
     }
 }
@@ -438,11 +409,11 @@ fn goto_invalid_target_string_fails_at_transition_time() {
 fn goto_unknown_workflow_fails_at_transition_time() {
     let p = failing_goto_project("nope:x");
     p.loopx(&["run", "ralph"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has("'nope:x'")
-        .stderr_has("ralph:a");
+        .status(1)
+        .stdout("")
+        .stderr_contains("'nope:x'")
+        .stderr_contains("ralph:a")
+        .run();
     assert_eq!(log(&p), ["index<>", "a<>"]);
 }
 
@@ -451,11 +422,11 @@ fn goto_unknown_script_fails_at_transition_time() {
     for value in ["missing", "other:missing", "ralph:missing"] {
         let p = failing_goto_project(value);
         p.loopx(&["run", "ralph"])
-            .run()
-            .failure()
-            .stdout_empty()
-            .stderr_has(&format!("'{value}'"))
-            .stderr_has("ralph:a");
+            .status(1)
+            .stdout("")
+            .stderr_contains(&format!("'{value}'"))
+            .stderr_contains("ralph:a")
+            .run();
         assert_eq!(log(&p), ["index<>", "a<>"], "goto {value:?}");
     }
 }
@@ -470,11 +441,11 @@ fn script_exiting_non_zero_stops_the_loop_with_exit_1() {
             "echo a >> \"$LOOPX_PROJECT_ROOT/log\"\necho 'a is failing' >&2\nexit 3\n",
         );
     p.loopx(&["run", "ralph"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has("a is failing")
-        .stderr_has("ralph:a");
+        .status(1)
+        .stdout("")
+        .stderr_contains("a is failing")
+        .stderr_contains("ralph:a")
+        .run();
     assert_eq!(log(&p), ["index<>", "a"]);
 }
 
@@ -488,17 +459,21 @@ fn stdout_of_a_failing_script_is_not_parsed() {
         "echo index >> \"$LOOPX_PROJECT_ROOT/log\"\nprintf '{\"goto\":\"b\"}'\nexit 1\n",
     )
     .script("ralph", "b.sh", &step("b", ""));
-    p.loopx(&["run", "ralph"]).run().failure().stdout_empty();
+    p.loopx(&["run", "ralph"])
+        .status(1)
+        .stdout("")
+        .stderr("loopx: error: script ralph:index exited with code 1; stopping the loop\n")
+        .run();
     assert_eq!(log(&p), ["index"]);
 
     // A stop it printed does not turn the failure into a clean exit.
     let p = Project::new();
     p.script("ralph", "index.sh", "printf '{\"stop\":true}'\nexit 2\n");
     p.loopx(&["run", "ralph"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has("ralph:index");
+        .status(1)
+        .stdout("")
+        .stderr_contains("ralph:index")
+        .run();
 }
 
 #[test]
@@ -510,39 +485,49 @@ fn script_killed_by_a_signal_stops_the_loop_with_exit_1() {
         "echo index >> \"$LOOPX_PROJECT_ROOT/log\"\nprintf '{\"goto\":\"index\"}'\nkill -KILL $$\n",
     );
     p.loopx(&["run", "ralph"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has("ralph:index");
+        .status(1)
+        .stdout("")
+        .stderr_contains("ralph:index")
+        .run();
     assert_eq!(log(&p), ["index"]);
 }
 
 #[test]
 fn cli_never_prints_results_to_stdout() {
-    let cases: &[(&str, &[&str])] = &[
-        ("plain text result\n", &["-n", "2"]),
-        (r#"{"result":"json result"}"#, &["-n", "2"]),
-        (r#"{"result":"piped","goto":"end"}"#, &["-n", "2"]),
-        (r#"{"result":"final","stop":true}"#, &[]),
-        (r#"{"result":"before a bad goto","goto":"a:b:c"}"#, &[]),
-        (r#"[1,2,3]"#, &["-n", "3"]),
+    // (script stdout, run flags, loopx's exit code)
+    let cases: &[(&str, &[&str], i32)] = &[
+        ("plain text result\n", &["-n", "2"], 0),
+        (r#"{"result":"json result"}"#, &["-n", "2"], 0),
+        (r#"{"result":"piped","goto":"end"}"#, &["-n", "2"], 0),
+        (r#"{"result":"final","stop":true}"#, &[], 0),
+        (r#"{"result":"before a bad goto","goto":"a:b:c"}"#, &[], 1),
+        (r#"[1,2,3]"#, &["-n", "3"], 0),
     ];
-    for (stdout, flags) in cases {
+    for &(stdout, flags, code) in cases {
         let p = Project::new();
         p.script("ralph", "index.sh", &step("index", stdout))
             .script("ralph", "end.sh", &step("end", r#"{"result":"end"}"#));
         let mut args = vec!["run"];
         args.extend_from_slice(flags);
         args.push("ralph");
-        let out = p.loopx(&args).run();
-        assert!(out.code.is_some(), "{out:?}");
-        out.stdout_empty();
+        let run = p.loopx(&args).status(code).stdout("");
+        // The bad goto is reported; nothing else is.
+        let run = if code == 0 {
+            run
+        } else {
+            run.stderr_contains("a:b:c")
+        };
+        run.run();
         assert!(!log(&p).is_empty(), "{stdout}: scripts ran");
     }
     // Nor the stdout of a failing script.
     let p = Project::new();
     p.script("ralph", "index.sh", "echo 'failing output'\nexit 1\n");
-    p.loopx(&["run", "ralph"]).run().failure().stdout_empty();
+    p.loopx(&["run", "ralph"])
+        .status(1)
+        .stdout("")
+        .stderr("loopx: error: script ralph:index exited with code 1; stopping the loop\n")
+        .run();
 }
 
 // --------------------------------------------------- §2.3 structured output
@@ -561,10 +546,7 @@ fn output_project(stdout: &str) -> Project {
 #[track_caller]
 fn assert_resets_after(stdout: &str) {
     let p = output_project(stdout);
-    p.loopx(&["run", "-n", "3", "ralph"])
-        .run()
-        .success()
-        .stdout_empty();
+    p.loopx(&["run", "-n", "3", "ralph"]).stdout("").run();
     assert_eq!(
         log(&p),
         ["index<>", "a<>", "index<>"],
@@ -638,7 +620,7 @@ fn non_string_result_is_coerced_with_string_and_piped() {
             "b.sh",
             "cat > \"$LOOPX_PROJECT_ROOT/stdin\"\nprintf '{\"stop\":true}'\n",
         );
-        p.loopx(&["run", "ralph"]).run().success().stdout_empty();
+        p.loopx(&["run", "ralph"]).stdout("").run();
         assert_eq!(p.read("stdin"), expected, "result {json}");
     }
 }
@@ -674,7 +656,7 @@ fn stop_other_than_boolean_true_is_ignored() {
 #[test]
 fn extra_json_fields_are_ignored() {
     let p = output_project(r#"{"goto":"b","GOTO":"index","extra":{"stop":true},"Stop":true}"#);
-    p.loopx(&["run", "-n", "3", "ralph"]).run().success();
+    p.loopx(&["run", "-n", "3", "ralph"]).run();
     assert_eq!(log(&p), ["index<>", "a<>", "b<>"]);
 }
 
@@ -687,7 +669,7 @@ fn result_is_piped_only_along_goto() {
         &step("index", r#"{"result":"R1","goto":"b"}"#),
     )
     .script("ralph", "b.sh", &step("b", r#"{"result":"R2"}"#));
-    p.loopx(&["run", "-n", "4", "ralph"]).run().success();
+    p.loopx(&["run", "-n", "4", "ralph"]).run();
     assert_eq!(log(&p), ["index<>", "b<R1>", "index<>", "b<R1>"]);
 }
 
@@ -699,8 +681,7 @@ fn goto_without_result_gives_the_target_empty_stdin() {
     // loopx's own stdin never reaches a script.
     p.loopx(&["run", "-n", "2", "ralph"])
         .stdin(b"LEAKED\n")
-        .run()
-        .success();
+        .run();
     assert_eq!(log(&p), ["index<>", "b<>"]);
 }
 
@@ -710,8 +691,7 @@ fn first_and_reset_iterations_get_empty_stdin() {
     p.script("ralph", "index.sh", &step("index", "raw result"));
     p.loopx(&["run", "-n", "3", "ralph"])
         .stdin(b"LEAKED\n")
-        .run()
-        .success();
+        .run();
     assert_eq!(log(&p), ["index<>", "index<>", "index<>"]);
 }
 
@@ -728,7 +708,7 @@ fn result_is_piped_byte_for_byte() {
         "b.sh",
         "cat > \"$LOOPX_PROJECT_ROOT/stdin\"\nprintf '{\"stop\":true}'\n",
     );
-    p.loopx(&["run", "ralph"]).run().success();
+    p.loopx(&["run", "ralph"]).run();
     assert_eq!(p.read("stdin"), "line 1\nline 2\n\ttab \"q\" é☃ \\\n\n");
 }
 
@@ -747,7 +727,7 @@ fn a_large_result_of_varied_bytes_is_piped_byte_for_byte() {
         "b.sh",
         "cat > \"$LOOPX_PROJECT_ROOT/stdin\"\nprintf '{\"stop\":true}'\n",
     );
-    p.loopx(&["run", "ralph"]).run().success();
+    p.loopx(&["run", "ralph"]).run();
     let expected: String = (1..=400000).map(|i| format!("{i} ")).collect();
     assert!(p.read("stdin") == expected, "the piped result differs");
 }
@@ -772,7 +752,7 @@ fn large_result_project(b_body: &str) -> Project {
 fn large_result_to_a_script_that_never_reads_stdin_does_not_deadlock() {
     let p =
         large_result_project("echo b >> \"$LOOPX_PROJECT_ROOT/log\"\nprintf '{\"stop\":true}'\n");
-    p.loopx(&["run", "ralph"]).run().success().stdout_empty();
+    p.loopx(&["run", "ralph"]).stdout("").run();
     assert_eq!(log(&p), ["b"]);
 
     // The target writes a lot of stdout before (never) reading stdin: loopx
@@ -780,7 +760,7 @@ fn large_result_to_a_script_that_never_reads_stdin_does_not_deadlock() {
     let p = large_result_project(
         "printf '{\"stop\":true,\"result\":\"'\nhead -c 4194304 /dev/zero | tr '\\0' y\nprintf '\"}'\necho b >> \"$LOOPX_PROJECT_ROOT/log\"\n",
     );
-    p.loopx(&["run", "ralph"]).run().success().stdout_empty();
+    p.loopx(&["run", "ralph"]).stdout("").run();
     assert_eq!(log(&p), ["b"]);
 }
 
@@ -789,12 +769,12 @@ fn large_result_is_piped_whole() {
     let p = large_result_project(
         "tr -d x | wc -c > \"$LOOPX_PROJECT_ROOT/rest\"\nprintf '{\"stop\":true}'\n",
     );
-    p.loopx(&["run", "ralph"]).run().success();
+    p.loopx(&["run", "ralph"]).run();
     // Every byte was an 'x', and nothing else came through.
     assert_eq!(p.read("rest").trim(), "0");
     let p =
         large_result_project("wc -c > \"$LOOPX_PROJECT_ROOT/size\"\nprintf '{\"stop\":true}'\n");
-    p.loopx(&["run", "ralph"]).run().success();
+    p.loopx(&["run", "ralph"]).run();
     assert_eq!(p.read("size").trim(), EIGHT_MIB.to_string());
 }
 
@@ -816,7 +796,7 @@ fn loopx_output_helper_drives_the_loop() {
         "last.sh",
         "set -e\necho \"last<$(cat)>\" >> \"$LOOPX_PROJECT_ROOT/log\"\n$LOOPX_BIN output --result ignored --stop\n",
     );
-    p.loopx(&["run", "ralph"]).run().success().stdout_empty();
+    p.loopx(&["run", "ralph"]).stdout("").run();
     assert_eq!(log(&p), ["index", "next<hello world>", "last<>"]);
 }
 
@@ -829,11 +809,11 @@ fn loopx_output_goto_is_validated_only_by_the_loop() {
         "set -e\n\"$LOOPX_BIN\" output --goto 'a:b:c'\necho index >> \"$LOOPX_PROJECT_ROOT/log\"\n",
     );
     p.loopx(&["run", "ralph"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has("'a:b:c'")
-        .stderr_has("ralph:index");
+        .status(1)
+        .stdout("")
+        .stderr_contains("'a:b:c'")
+        .stderr_contains("ralph:index")
+        .run();
     // `loopx output` succeeded, so the script went on to log.
     assert_eq!(log(&p), ["index"]);
 }
@@ -849,7 +829,7 @@ fn script_cwd_is_the_workflow_directory() {
         "pwd -P >> \"$LOOPX_PROJECT_ROOT/log\"\nprintf '{\"goto\":\"other:x\"}'\n",
     )
     .script("other", "x.sh", "pwd -P >> \"$LOOPX_PROJECT_ROOT/log\"\n");
-    p.loopx(&["run", "-n", "2", "ralph"]).run().success();
+    p.loopx(&["run", "-n", "2", "ralph"]).run();
     let ralph = fs::canonicalize(p.path(".loopx/ralph")).expect("canonicalize");
     let other = fs::canonicalize(p.path(".loopx/other")).expect("canonicalize");
     assert_eq!(
@@ -871,9 +851,10 @@ fn script_stderr_passes_through_unchanged() {
         "b.sh",
         "printf 'no trailing newline' >&2\nprintf '{\"stop\":true}'\n",
     );
-    let out = p.loopx(&["run", "ralph"]).run();
-    out.success().stdout_empty();
-    assert_eq!(out.stderr, "first line\n\tindented é\nno trailing newline");
+    p.loopx(&["run", "ralph"])
+        .stdout("")
+        .stderr("first line\n\tindented é\nno trailing newline")
+        .run();
 }
 
 #[test]
@@ -895,7 +876,7 @@ fn script_runs_with_bin_bash_without_exec_bit_or_shebang() {
     fs::set_permissions(&index, fs::Permissions::from_mode(0o644)).expect("chmod");
     let b = p.path(".loopx/ralph/b.sh");
     fs::set_permissions(&b, fs::Permissions::from_mode(0o755)).expect("chmod");
-    p.loopx(&["run", "ralph"]).run().success();
+    p.loopx(&["run", "ralph"]).run();
     assert_eq!(log(&p), ["bash", "b"]);
 }
 
@@ -912,7 +893,7 @@ fn loopx_bin_is_the_realpath_of_the_binary() {
         real.display().to_string(),
         env!("CARGO_PKG_VERSION").to_string(),
     ];
-    p.loopx(&["run", "ralph"]).run().success();
+    p.loopx(&["run", "ralph"]).run();
     assert_eq!(log(&p), expected);
 
     // Started through a symlink, LOOPX_BIN is still the resolved binary.
@@ -920,7 +901,7 @@ fn loopx_bin_is_the_realpath_of_the_binary() {
     let link_dir = TempDir::new("bin-link");
     let link = link_dir.path().join("loopx-link");
     std::os::unix::fs::symlink(&real, &link).expect("symlink");
-    p.loopx_at(&link, &["run", "ralph"]).run().success();
+    p.loopx_at(&link, &["run", "ralph"]).run();
     assert_eq!(log(&p), expected);
 }
 
@@ -932,7 +913,7 @@ fn loopx_project_root_is_the_project_root() {
         "index.sh",
         "printf '%s\\n' \"$LOOPX_PROJECT_ROOT\" > \"$LOOPX_PROJECT_ROOT/root\"\nprintf '{\"stop\":true}'\n",
     );
-    p.loopx(&["run", "ralph"]).run().success();
+    p.loopx(&["run", "ralph"]).run();
     assert_eq!(p.read("root"), format!("{}\n", p.root().display()));
 }
 
@@ -948,7 +929,7 @@ fn loopx_workflow_is_the_current_scripts_workflow() {
     p.script("ralph", "index.sh", &log_workflow(&goto("other:x")))
         .script("other", "x.sh", &log_workflow(&goto("y")))
         .script("other", "y.sh", &log_workflow(""));
-    p.loopx(&["run", "-n", "4", "ralph"]).run().success();
+    p.loopx(&["run", "-n", "4", "ralph"]).run();
     assert_eq!(log(&p), ["ralph", "other", "other", "ralph"]);
 }
 
@@ -961,7 +942,7 @@ fn each_script_runs_in_its_own_process_group() {
         "index.sh",
         "echo $$ $(ps -o pgid= $$) $(bash -c 'ps -o pgid= $$') $(ps -o pgid= $PPID) >> \"$LOOPX_PROJECT_ROOT/log\"\n",
     );
-    p.loopx(&["run", "-n", "2", "ralph"]).run().success();
+    p.loopx(&["run", "-n", "2", "ralph"]).run();
     let lines = log(&p);
     assert_eq!(lines.len(), 2, "{lines:?}");
     let mut pids = Vec::new();
@@ -991,19 +972,17 @@ fn bundled_demo_workflow_shows_goto_piping_and_stop() {
         fs::copy(entry.path(), p.path(".loopx/demo").join(entry.file_name()))
             .expect("copy demo script");
     }
-    let o = p
-        .loopx(&["run", "demo"])
+    p.loopx(&["run", "demo"])
         .timeout(std::time::Duration::from_secs(30))
+        .stdout("")
+        .stderr(
+            "[demo:index] starting a countdown from 3\n\
+             [demo:countdown] got 3 on stdin\n\
+             [demo:countdown] got 2 on stdin\n\
+             [demo:countdown] got 1 on stdin\n\
+             [demo:finish] liftoff! stopping the loop\n",
+        )
         .run();
-    o.success().stdout_empty();
-    assert_eq!(
-        o.stderr,
-        "[demo:index] starting a countdown from 3\n\
-         [demo:countdown] got 3 on stdin\n\
-         [demo:countdown] got 2 on stdin\n\
-         [demo:countdown] got 1 on stdin\n\
-         [demo:finish] liftoff! stopping the loop\n"
-    );
 }
 
 #[test]
@@ -1021,7 +1000,7 @@ fn deeply_nested_result_is_coerced_without_crashing() {
         ),
     )
     .script("ralph", "b.sh", &step("b", r#"{"stop":true}"#));
-    p.loopx(&["run", "ralph"]).run().success().stdout_empty();
+    p.loopx(&["run", "ralph"]).stdout("").run();
     assert_eq!(log(&p), ["b<>"]);
 
     // Unclosed, it is not JSON: a raw result, so no goto and a reset.
@@ -1035,9 +1014,6 @@ fn deeply_nested_result_is_coerced_without_crashing() {
         ),
     )
     .script("ralph", "b.sh", &step("b", ""));
-    p.loopx(&["run", "-n", "2", "ralph"])
-        .run()
-        .success()
-        .stdout_empty();
+    p.loopx(&["run", "-n", "2", "ralph"]).stdout("").run();
     assert_eq!(log(&p), ["index", "index"]);
 }

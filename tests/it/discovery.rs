@@ -3,11 +3,9 @@
 //! (§5.3), validation scope (§5.4), the discovery cache, target validation
 //! after discovery (§4.1) and the missing `.loopx/` directory (§7.2).
 
-mod util;
-
 use std::time::Duration;
 
-use util::*;
+use crate::util::*;
 
 const STOP: &str = r#"{"stop":true}"#;
 
@@ -30,10 +28,9 @@ fn good() -> Project {
 /// warning, and `run -h` lists it alone, without one either.
 #[track_caller]
 fn good_alone_runs_and_is_listed(p: &Project) {
-    p.loopx(&["run", "good"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "good"]).run();
     assert_eq!(log(p), "good\n");
     let o = p.loopx(&["run", "-h"]).run();
-    o.success().stderr_is_empty();
     assert_eq!(listed_workflows(&o.stdout), ["good"]);
 }
 
@@ -41,14 +38,15 @@ fn good_alone_runs_and_is_listed(p: &Project) {
 /// nothing ran, and stderr names every needle.
 #[track_caller]
 fn refused(p: &Project, target: &str, needles: &[&str]) -> Outcome {
-    let o = p
+    let mut run = p
         .loopx(&["run", target])
         .timeout(Duration::from_secs(15))
-        .run();
-    o.failure().stdout_empty();
+        .status(1)
+        .stdout("");
     for n in needles {
-        o.stderr_has(n);
+        run = run.stderr_contains(n);
     }
+    let o = run.run();
     assert_eq!(log(p), "", "nothing may run");
     o
 }
@@ -56,13 +54,14 @@ fn refused(p: &Project, target: &str, needles: &[&str]) -> Outcome {
 /// `loopx run -h`: exit 0, help on stdout, a warning naming every needle.
 #[track_caller]
 fn help_warns(p: &Project, needles: &[&str]) -> Outcome {
-    let o = p.loopx(&["run", "-h"]).run();
-    o.success().stderr_has("warning");
+    let mut run = p
+        .loopx(&["run", "-h"])
+        .stderr_contains("warning")
+        .stdout_contains("-n");
     for n in needles {
-        o.stderr_has(n);
+        run = run.stderr_contains(n);
     }
-    o.stdout_has("-n");
-    o
+    run.run()
 }
 
 /// The names run help lists as workflows, i.e. the first word of each line
@@ -81,19 +80,20 @@ fn listed_workflows(help: &str) -> Vec<String> {
 
 fn run_help_workflows(p: &Project) -> Vec<String> {
     let o = p.loopx(&["run", "-h"]).run();
-    o.success();
     listed_workflows(&o.stdout)
 }
 
-/// The help line of workflow `wf`.
-fn help_line(p: &Project, wf: &str) -> String {
-    let o = p.loopx(&["run", "-h"]).run();
-    o.success();
-    o.stdout
-        .lines()
+/// The line of workflow `wf` in run help's text `help`.
+fn help_line(help: &str, wf: &str) -> String {
+    help.lines()
         .find(|l| l.trim_start().starts_with(&format!("{wf} ")))
-        .unwrap_or_else(|| panic!("no line for {wf}:\n{}", o.stdout))
+        .unwrap_or_else(|| panic!("no line for {wf}:\n{help}"))
         .to_string()
+}
+
+/// Run help's text for a project without warnings.
+fn run_help(p: &Project) -> String {
+    p.loopx(&["run", "-h"]).run().stdout
 }
 
 // ---------------------------------------------------------------- §2.1 / §5.1 workflows
@@ -101,7 +101,7 @@ fn help_line(p: &Project, wf: &str) -> String {
 #[test]
 fn workflow_is_a_subdirectory_with_a_top_level_script() {
     let p = good();
-    p.loopx(&["run", "good"]).run().success().stdout_empty();
+    p.loopx(&["run", "good"]).stdout("").run();
     assert_eq!(log(&p), "good\n");
     assert_eq!(run_help_workflows(&p), ["good"]);
 }
@@ -120,7 +120,6 @@ fn subdirectory_without_top_level_scripts_is_not_a_workflow() {
         refused(&p, target, &[&format!("'{wf}'")]);
     }
     let o = p.loopx(&["run", "-h"]).run();
-    o.success().stderr_is_empty();
     assert_eq!(listed_workflows(&o.stdout), ["good"]);
 }
 
@@ -131,9 +130,9 @@ fn subdirectory_without_scripts_is_ignored_even_with_an_invalid_name() {
     p.file(".loopx/my.notes/README.md", "x\n")
         .file(".loopx/bad name/lib/x.sh", "")
         .dir(".loopx/.git/hooks");
-    p.loopx(&["run", "good"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "good"]).run();
     assert_eq!(log(&p), "good\n");
-    p.loopx(&["run", "-h"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "-h"]).run();
 }
 
 #[test]
@@ -168,7 +167,7 @@ fn every_supported_extension_is_a_script() {
     for f in ["a.sh", "b.js", "c.jsx", "d.ts", "e.tsx"] {
         p.script("all", f, "");
     }
-    let line = help_line(&p, "all");
+    let line = help_line(&run_help(&p), "all");
     for s in ["a", "b", "c", "d", "e"] {
         assert!(
             line.split([' ', ',']).any(|w| w == s),
@@ -194,9 +193,9 @@ fn scripts_in_workflow_subdirectories_are_not_discovered() {
         .dir(".loopx/w/tool.sh");
     refused(&p, "w:helper", &["'helper'", "'w'"]);
     refused(&p, "w:tool", &["'tool'", "'w'"]);
-    p.loopx(&["run", "w"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "w"]).run();
     assert_eq!(log(&p), "w:index\n");
-    let line = help_line(&p, "w");
+    let line = help_line(&run_help(&p), "w");
     assert!(
         !line.contains("helper") && !line.contains("tool"),
         "{line:?}"
@@ -223,9 +222,9 @@ fn non_script_files_in_a_workflow_are_ignored() {
     refused(&p, "w:Makefile", &["'Makefile'"]);
     // `index.json` does not collide with `index.sh`, and `my notes.md` is
     // not an invalid script name.
-    p.loopx(&["run", "w"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "w"]).run();
     assert_eq!(log(&p), "w:index\n");
-    p.loopx(&["run", "-h"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "-h"]).run();
 }
 
 #[test]
@@ -240,7 +239,7 @@ fn mjs_and_cjs_files_are_not_scripts() {
     refused(&p, "esm", &["'esm'"]);
     refused(&p, "cjs", &["'cjs'"]);
     // tool.mjs and tool.cjs share a base name but are no collision.
-    p.loopx(&["run", "w"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "w"]).run();
     assert_eq!(run_help_workflows(&p), ["w"]);
 }
 
@@ -253,7 +252,7 @@ fn symlinked_workflow_dir_is_discovered_under_the_link_name() {
     )
     .symlink("../shared/real-flow", ".loopx/alias");
     refused(&p, "real-flow", &["'real-flow'"]);
-    p.loopx(&["run", "alias"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "alias"]).run();
     assert_eq!(log(&p), "via-link\n");
     assert_eq!(run_help_workflows(&p), ["alias", "good"]);
 }
@@ -266,7 +265,7 @@ fn symlinked_workflow_dir_gets_the_link_name_in_loopx_workflow() {
         "echo \"$LOOPX_WORKFLOW\" >> \"$LOOPX_PROJECT_ROOT/log\"\nprintf '{\"stop\":true}'\n",
     )
     .symlink("../shared/real-flow", ".loopx/alias");
-    p.loopx(&["run", "alias"]).run().success();
+    p.loopx(&["run", "alias"]).run();
     assert_eq!(log(&p), "alias\n");
 }
 
@@ -280,9 +279,9 @@ fn symlinked_script_file_is_discovered_under_the_link_name() {
         .symlink("../../scripts/tool.v2.sh", ".loopx/w/go.sh");
     refused(&p, "w:tool", &["'tool'"]);
     refused(&p, "w:tool.v2", &["'tool.v2'"]);
-    p.loopx(&["run", "w:go"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "w:go"]).run();
     assert_eq!(log(&p), "linked\n");
-    let line = help_line(&p, "w");
+    let line = help_line(&run_help(&p), "w");
     assert!(line.contains("go"), "{line:?}");
 }
 
@@ -328,8 +327,11 @@ fn invalid_script_name_in_sibling_workflow_is_fatal_for_run() {
         .script("broken", "bad name.sh", "");
     refused(&p, "good", &["bad name.sh", "'broken'"]);
     // Also with -n 0, which still validates (§4.2).
-    let o = p.loopx(&["run", "-n", "0", "good"]).run();
-    o.failure().stdout_empty().stderr_has("bad name.sh");
+    p.loopx(&["run", "-n", "0", "good"])
+        .status(1)
+        .stdout("")
+        .stderr_contains("bad name.sh")
+        .run();
 }
 
 #[test]
@@ -344,7 +346,7 @@ fn invalid_names_are_warnings_for_run_help() {
         listed_workflows(&o.stdout),
         ["broken", "good", "my.workflow"]
     );
-    let broken = help_line(&p, "broken");
+    let broken = help_line(&o.stdout, "broken");
     assert!(
         broken.contains("-x") && broken.contains("bad name"),
         "{broken:?}"
@@ -376,9 +378,12 @@ fn same_base_name_collision_is_fatal_for_run_and_lists_both_files() {
     refused(&p, "w", &["check.sh", "check.ts", "'w'"]);
     refused(&p, "w:check", &["check.sh", "check.ts"]);
     // The message says what kind of problem it is.
-    p.loopx(&["run", "w"]).run().failure().stderr_has(
-        "name collision in workflow 'w': script 'check' is defined by check.sh and check.ts",
-    );
+    p.loopx(&["run", "w"])
+        .status(1)
+        .stderr_contains(
+            "name collision in workflow 'w': script 'check' is defined by check.sh and check.ts",
+        )
+        .run();
 }
 
 #[test]
@@ -412,7 +417,7 @@ fn same_script_name_in_different_workflows_is_no_collision() {
     p.script("other", "index.sh", "")
         .script("other", "check.sh", "");
     p.script("good", "check.ts", "");
-    p.loopx(&["run", "good"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "good"]).run();
     assert_eq!(log(&p), "good\n");
 }
 
@@ -431,8 +436,12 @@ fn collisions_are_warnings_for_run_help() {
 #[test]
 fn missing_loopx_dir_is_an_error_that_tells_how_to_create_it() {
     let p = Project::bare();
-    let o = p.loopx(&["run", "ralph"]).run();
-    o.failure().stdout_empty().stderr_has(".loopx");
+    let o = p
+        .loopx(&["run", "ralph"])
+        .status(1)
+        .stdout("")
+        .stderr_contains(".loopx")
+        .run();
     assert!(
         o.stderr.contains("mkdir") || o.stderr.to_lowercase().contains("create"),
         "{}",
@@ -446,22 +455,29 @@ fn loopx_file_instead_of_directory_counts_as_missing() {
     let p = Project::bare();
     p.file(".loopx", "not a directory\n");
     p.loopx(&["run", "ralph"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has(".loopx");
+        .status(1)
+        .stdout("")
+        .stderr_contains(".loopx")
+        .run();
 }
 
 #[test]
 fn loopx_dir_of_an_ancestor_is_not_searched() {
     let p = good();
     p.dir("sub");
-    let o = p.loopx(&["run", "good"]).current_dir(p.path("sub")).run();
-    o.failure().stdout_empty().stderr_has(".loopx");
+    p.loopx(&["run", "good"])
+        .current_dir(p.path("sub"))
+        .status(1)
+        .stdout("")
+        .stderr_contains(".loopx")
+        .run();
     assert_eq!(log(&p), "");
     // Run help in the subdirectory lists nothing from the parent either.
-    let o = p.loopx(&["run", "-h"]).current_dir(p.path("sub")).run();
-    o.success().stderr_has(".loopx");
+    let o = p
+        .loopx(&["run", "-h"])
+        .current_dir(p.path("sub"))
+        .stderr_contains(".loopx")
+        .run();
     assert!(!o.stdout.contains("good"), "{}", o.stdout);
 }
 
@@ -479,7 +495,7 @@ fn commands_without_loopx_requirement_do_not_discover() {
         &["-h"],
         &[],
     ] {
-        p.loopx(args).run().success().stderr_is_empty();
+        p.loopx(args).run();
     }
 }
 
@@ -496,8 +512,11 @@ fn workflow_added_mid_loop_is_not_visible_to_a_later_goto() {
          echo w >> \"$LOOPX_PROJECT_ROOT/log\"\n\
          printf '{\"goto\":\"late:index\"}'\n",
     );
-    let o = p.loopx(&["run", "w"]).run();
-    o.failure().stdout_empty().stderr_has("'late'");
+    p.loopx(&["run", "w"])
+        .status(1)
+        .stdout("")
+        .stderr_contains("'late'")
+        .run();
     assert_eq!(log(&p), "w\n");
     // The next invocation sees it.
     assert_eq!(run_help_workflows(&p), ["late", "w"]);
@@ -513,8 +532,11 @@ fn script_added_mid_loop_is_not_visible_to_a_later_goto() {
          echo w >> \"$LOOPX_PROJECT_ROOT/log\"\n\
          printf '{\"goto\":\"added\"}'\n",
     );
-    let o = p.loopx(&["run", "w"]).run();
-    o.failure().stdout_empty().stderr_has("'added'");
+    p.loopx(&["run", "w"])
+        .status(1)
+        .stdout("")
+        .stderr_contains("'added'")
+        .run();
     assert_eq!(log(&p), "w\n");
 }
 
@@ -530,7 +552,7 @@ fn script_edit_takes_effect_on_the_next_iteration() {
     )
     .script("w", "step.sh", &logging_script("old", ""))
     .file("step-v2.sh", &logging_script("new", STOP));
-    p.loopx(&["run", "w"]).run().success().stdout_empty();
+    p.loopx(&["run", "w"]).stdout("").run();
     assert_eq!(log(&p), "old\nnew\n");
 }
 
@@ -543,8 +565,11 @@ fn script_removed_mid_loop_fails_when_reached() {
         "rm other.sh\necho w >> \"$LOOPX_PROJECT_ROOT/log\"\nprintf '{\"goto\":\"other\"}'\n",
     )
     .script("w", "other.sh", &logging_script("other", STOP));
-    let o = p.loopx(&["run", "w"]).run();
-    o.failure().stdout_empty().stderr_has("w:other");
+    p.loopx(&["run", "w"])
+        .status(1)
+        .stdout("")
+        .stderr_contains("w:other")
+        .run();
     assert_eq!(log(&p), "w\n");
 }
 
@@ -569,10 +594,7 @@ fn missing_index_is_an_error_only_when_the_script_is_omitted() {
     p.script("tools", "lint.sh", &logging_script("tools:lint", STOP));
     refused(&p, "tools", &["'tools'", "index"]);
     refused(&p, "tools:index", &["'tools'", "'index'"]);
-    p.loopx(&["run", "tools:lint"])
-        .run()
-        .success()
-        .stderr_is_empty();
+    p.loopx(&["run", "tools:lint"]).run();
     assert_eq!(log(&p), "tools:lint\n");
 }
 
@@ -580,8 +602,8 @@ fn missing_index_is_an_error_only_when_the_script_is_omitted() {
 fn workflow_without_index_does_not_block_other_workflows() {
     let p = good();
     p.script("tools", "lint.sh", "");
-    p.loopx(&["run", "good"]).run().success().stderr_is_empty();
-    p.loopx(&["run", "-h"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "good"]).run();
+    p.loopx(&["run", "-h"]).run();
     assert_eq!(log(&p), "good\n");
 }
 
@@ -610,7 +632,7 @@ fn invalid_target_strings_are_rejected_after_discovery() {
     for target in INVALID_TARGETS {
         let o = refused(&p, target, &[&format!("'{target}'")]);
         // Exit 1, but not a usage error (§12): no pointer to the help.
-        o.stderr_lacks("hint: see '");
+        assert!(!o.stderr.contains("hint: see '"), "{o}");
     }
 }
 
@@ -620,10 +642,14 @@ fn missing_loopx_dir_wins_over_an_invalid_target() {
     // i.e. after discovery, which first needs .loopx/ (§7.1 step 1, §7.2).
     let p = Project::bare();
     for target in INVALID_TARGETS {
-        let o = p.loopx(&["run", target]).run();
-        o.failure().stdout_empty().stderr_has(".loopx");
-        o.stderr_lacks("invalid target");
-        o.stderr_lacks(&format!("'{target}'"));
+        let o = p
+            .loopx(&["run", target])
+            .status(1)
+            .stdout("")
+            .stderr_contains(".loopx")
+            .run();
+        assert!(!o.stderr.contains("invalid target"), "{o}");
+        assert!(!o.stderr.contains(&format!("'{target}'")), "{o}");
     }
 }
 
@@ -634,7 +660,7 @@ fn validation_errors_win_over_an_invalid_target() {
         .script("broken", "check.ts", "");
     for target in [":", "a:b:c", ""] {
         let o = refused(&p, target, &["check.sh", "check.ts"]);
-        o.stderr_lacks("invalid target");
+        assert!(!o.stderr.contains("invalid target"), "{o}");
     }
 }
 
@@ -642,10 +668,10 @@ fn validation_errors_win_over_an_invalid_target() {
 fn invalid_target_is_rejected_even_with_n_zero() {
     let p = good();
     p.loopx(&["run", "-n", "0", "a:b:c"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has("'a:b:c'");
+        .status(1)
+        .stdout("")
+        .stderr_contains("'a:b:c'")
+        .run();
 }
 
 #[test]
@@ -677,9 +703,13 @@ fn missing_env_file_is_reported_before_an_invalid_target() {
     // §7.1: env files load (step 2) before the target is resolved (step 3),
     // and §4.1 puts invalid targets at the point of a missing workflow.
     let p = good();
-    let o = p.loopx(&["run", "-e", "missing.env", "a:b:c"]).run();
-    o.failure().stdout_empty().stderr_has("missing.env");
-    o.stderr_lacks("'a:b:c'");
+    let o = p
+        .loopx(&["run", "-e", "missing.env", "a:b:c"])
+        .status(1)
+        .stdout("")
+        .stderr_contains("missing.env")
+        .run();
+    assert!(!o.stderr.contains("'a:b:c'"), "{o}");
 }
 
 #[test]
@@ -689,9 +719,13 @@ fn validation_errors_win_over_a_missing_env_file() {
     p.script("broken", "check.sh", "")
         .script("broken", "check.ts", "");
     refused(&p, "good", &["check.sh", "check.ts"]);
-    let o = p.loopx(&["run", "-e", "missing.env", "good"]).run();
-    o.failure().stdout_empty().stderr_has("check.ts");
-    o.stderr_lacks("missing.env");
+    let o = p
+        .loopx(&["run", "-e", "missing.env", "good"])
+        .status(1)
+        .stdout("")
+        .stderr_contains("check.ts")
+        .run();
+    assert!(!o.stderr.contains("missing.env"), "{o}");
 }
 
 #[test]
@@ -701,11 +735,11 @@ fn non_utf8_target_is_an_invalid_target() {
     let p = good();
     let mut r = p.loopx(&["run"]);
     r.cmd.arg(OsStr::from_bytes(b"go\xffod"));
-    let o = r.run();
-    o.failure()
-        .stdout_empty()
-        .stderr_has("invalid target 'go\u{fffd}od'")
-        .stderr_lacks("hint: see '");
+    r.status(1)
+        .stdout("")
+        .stderr_contains("invalid target 'go\u{fffd}od'")
+        .stderr_lacks("hint: see '")
+        .run();
     assert_eq!(log(&p), "");
 }
 
@@ -733,7 +767,7 @@ fn package_json_main_field_does_not_change_the_entry_point() {
             r#"{"name":"w","main":"other.sh","type":"module"}"#,
         );
     refused(&p, "w:package", &["'package'"]);
-    p.loopx(&["run", "w"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "w"]).run();
     assert_eq!(log(&p), "w:index\n");
 }
 

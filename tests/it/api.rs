@@ -2,12 +2,10 @@
 //! spoken directly: one JSON line per message on stdout, pulled with `next`
 //! lines on stdin. The JS side's own tests are in dist/npm/test/api.test.js.
 
-mod util;
-
+use crate::util::*;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use util::*;
 
 /// Starts `loopx __api 1 <args>` in the project with piped stdio.
 fn spawn_api(p: &Project, args: &[&str]) -> std::process::Child {
@@ -85,15 +83,16 @@ fn api_mode_consumer_gone_during_a_script_terminates_its_group_and_starts_nothin
          wait\n\
          printf '{\"result\":\"x\"}'\n",
     );
-    let mut child = spawn_api(&p, &["1", "--", "w"]);
+    let mut run = p
+        .loopx(&["__api", "1", "--", "w"])
+        .stdout("{\"type\":\"done\"}\n")
+        .timeout(Duration::from_secs(20))
+        .start_with_stdin(Stdio::piped());
     wait_for_file(&p, "ready");
     let grandchild: i32 = p.read("grandchild").trim().parse().expect("pid");
     let started = Instant::now();
-    drop(child.stdin.take());
-    let out = wait_with_output(child, Duration::from_secs(20));
-    out.success()
-        .stdout_is("{\"type\":\"done\"}\n")
-        .stderr_is_empty();
+    drop(run.child.stdin.take());
+    run.finish();
     assert!(
         started.elapsed() < Duration::from_secs(4),
         "SIGTERM ended the group without waiting out the grace period"
@@ -131,19 +130,15 @@ fn api_mode_reports_errors_with_the_cli_message_and_prints_nothing() {
     let p = Project::new();
     p.script("w", "index.sh", "exit 3\n");
     p.loopx(&["__api", "1", "--", "nope"])
-        .run()
-        .code(1)
-        .stdout_is(
+        .status(1)
+        .stdout(
             "{\"type\":\"error\",\"message\":\"workflow 'nope' not found in .loopx/ (workflows: w)\",\"exitCode\":1,\"reason\":\"error\"}\n",
-        )
-        .stderr_is_empty();
+        ).run();
     p.loopx(&["__api", "1", "--", "w"])
-        .run()
-        .code(1)
-        .stdout_is(
+        .status(1)
+        .stdout(
             "{\"type\":\"error\",\"message\":\"script w:index exited with code 3; stopping the loop\",\"exitCode\":1,\"reason\":\"script_failed\"}\n",
-        )
-        .stderr_is_empty();
+        ).run();
 }
 
 #[test]
@@ -151,13 +146,12 @@ fn api_mode_protocol_mismatch_names_the_supported_version() {
     let p = Project::new();
     p.script("w", "index.sh", &logging_script("ran", ""));
     p.loopx(&["__api", "999", "--", "w"])
-        .run()
-        .code(1)
-        .stdout_is(&format!(
+        .status(1)
+        .stdout(&format!(
             "{{\"type\":\"protocol\",\"supported\":\"1\",\"version\":\"{}\"}}\n",
             env!("CARGO_PKG_VERSION")
         ))
-        .stderr_is_empty();
+        .run();
     assert!(!p.exists("log"));
 }
 
@@ -191,6 +185,5 @@ fn api_mode_never_delegates_to_a_project_local_loopx() {
 fn api_mode_is_not_in_help() {
     let p = Project::new();
     let out = p.loopx(&["--help"]).run();
-    out.success();
     assert!(!out.stdout.contains("__api"), "{}", out.stdout);
 }

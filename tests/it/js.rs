@@ -6,13 +6,12 @@
 //! them; "standalone" runs get neither, and PATH holds only what the test
 //! puts there, so nothing else can leak in.
 
-mod util;
-
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
-use util::*;
+use crate::util::*;
 
 fn npm_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/npm")
@@ -137,7 +136,7 @@ fn ts_script_imports_output_and_input_from_loopx() {
          output(o);\n",
     );
     sink(&p, "wf", "got");
-    run_packaged(&p, "wf").run().success().stdout_empty();
+    run_packaged(&p, "wf").stdout("").run();
     assert_eq!(p.read("got"), "ts saw []");
 }
 
@@ -152,7 +151,7 @@ fn js_jsx_ts_and_tsx_scripts_all_run_under_node_with_tsx() {
         sink(&p, w, w);
     }
     for w in ["js", "ts", "jsx", "tsx"] {
-        run_packaged(&p, w).run().success().stdout_empty();
+        run_packaged(&p, w).stdout("").run();
     }
     assert_eq!(p.read("js"), "from js");
     assert_eq!(p.read("ts"), "from ts");
@@ -169,7 +168,7 @@ fn jsx_classic_transform_ignores_a_project_tsconfig_asking_for_react_jsx() {
     );
     p.script("wf", "index.tsx", TSX_CLASSIC);
     sink(&p, "wf", "got");
-    run_packaged(&p, "wf").run().success();
+    run_packaged(&p, "wf").run();
     assert_eq!(p.read("got"), TSX_CLASSIC_RESULT);
 }
 
@@ -187,7 +186,7 @@ fn input_is_the_piped_result_and_is_cached() {
         &to_sink("[await input(), await input(), String(input() === input())].join(\"|\")"),
     );
     sink(&p, "wf", "got");
-    run_packaged(&p, "wf").run().success();
+    run_packaged(&p, "wf").run();
     assert_eq!(p.read("got"), "hello there|hello there|true");
 }
 
@@ -196,10 +195,7 @@ fn first_iteration_input_is_empty() {
     let p = Project::new();
     p.script("wf", "index.ts", &to_sink("`[${await input()}]`"));
     sink(&p, "wf", "got");
-    run_packaged(&p, "wf")
-        .stdin(b"not for the script")
-        .run()
-        .success();
+    run_packaged(&p, "wf").stdin(b"not for the script").run();
     assert_eq!(p.read("got"), "[]");
 }
 
@@ -228,7 +224,7 @@ fn goto_between_bash_and_ts_pipes_results_across_workflows() {
         "finish.sh",
         "printf '%s four' \"$(cat)\" > \"$LOOPX_PROJECT_ROOT/got\"\n$LOOPX_BIN output --stop\n",
     );
-    run_packaged(&p, "a").run().success();
+    run_packaged(&p, "a").run();
     assert_eq!(p.read("got"), "one two three four");
 }
 
@@ -252,8 +248,7 @@ fn output_rules_of_section_6_4_hold_through_the_loop() {
     p.loopx(&["run", "-n", "5", "wf"])
         .env("LOOPX_PACKAGE_DIR", npm_dir())
         .env("LOOPX_TSX", tsx_dir())
-        .run()
-        .success();
+        .run();
     assert_eq!(p.read("log"), "run\nrun\n");
 }
 
@@ -266,10 +261,10 @@ fn output_with_no_known_field_throws_and_fails_the_loop() {
         "import { output } from \"loopx\";\noutput({});\n",
     );
     run_packaged(&p, "wf")
-        .run()
-        .failure()
-        .stderr_has("output() needs an object")
-        .stderr_has("script wf:index exited with code 1");
+        .status(1)
+        .stderr_contains("output() needs an object")
+        .stderr_contains("script wf:index exited with code 1")
+        .run();
 }
 
 #[test]
@@ -288,8 +283,7 @@ fn scripts_run_in_the_workflow_dir_with_loopx_variables_and_env_files() {
     p.loopx(&["run", "-e", "local.env", "wf"])
         .env("LOOPX_PACKAGE_DIR", npm_dir())
         .env("LOOPX_TSX", tsx_dir())
-        .run()
-        .success();
+        .run();
     let bin = fs::canonicalize(loopx_bin()).expect("realpath");
     assert_eq!(
         p.read("got"),
@@ -328,17 +322,13 @@ fn the_variable_tsx_is_given_reaches_ts_scripts_only() {
         )
     };
 
-    run_packaged(&p, "wf")
-        .env_remove("TSX_TSCONFIG_PATH")
-        .run()
-        .success();
+    run_packaged(&p, "wf").env_remove("TSX_TSCONFIG_PATH").run();
     assert_eq!(p.read("got"), expect("unset"));
 
     fs::remove_file(p.path("got")).expect("rm");
     run_packaged(&p, "wf")
         .env("TSX_TSCONFIG_PATH", "/user/tsconfig.json")
-        .run()
-        .success();
+        .run();
     assert_eq!(p.read("got"), expect("/user/tsconfig.json"));
 }
 
@@ -352,9 +342,10 @@ fn script_stderr_passes_through_and_stdout_is_captured() {
          console.error(\"to the terminal\");\n\
          output({ stop: true });\n",
     );
-    let out = run_packaged(&p, "wf").run();
-    out.success().stdout_empty();
-    assert_eq!(out.stderr, "to the terminal\n");
+    run_packaged(&p, "wf")
+        .stdout("")
+        .stderr("to the terminal\n")
+        .run();
 }
 
 #[test]
@@ -371,15 +362,15 @@ fn commonjs_in_a_script_fails_at_execution() {
         "module.exports = { a: 1 };\nprocess.stdout.write('{\"stop\":true}');\n",
     );
     run_packaged(&p, "req")
-        .run()
-        .failure()
-        .stderr_has("require is not defined")
-        .stderr_has("script req:index exited with code 1");
+        .status(1)
+        .stderr_contains("require is not defined")
+        .stderr_contains("script req:index exited with code 1")
+        .run();
     run_packaged(&p, "exp")
-        .run()
-        .failure()
-        .stderr_has("module is not defined")
-        .stderr_has("script exp:index exited with code 1");
+        .status(1)
+        .stderr_contains("module is not defined")
+        .stderr_contains("script exp:index exited with code 1")
+        .run();
 }
 
 /// A workflow with a CommonJS dependency and a CommonJS helper in lib/,
@@ -422,7 +413,7 @@ fn commonjs_dependencies_and_helpers_keep_working_and_main_is_ignored() {
     for entry in ["index.js", "index.ts"] {
         let p = Project::new();
         commonjs_neighbours(&p, entry);
-        run_packaged(&p, "wf").run().success();
+        run_packaged(&p, "wf").run();
         assert_eq!(p.read("got"), "a/ba/b", "{entry}");
     }
 }
@@ -450,7 +441,7 @@ fn a_workflow_node_modules_loopx_takes_precedence() {
     for entry in ["index.js", "index.ts"] {
         let p = Project::new();
         workflow_with_own_loopx(&p, entry);
-        run_packaged(&p, "wf").run().success();
+        run_packaged(&p, "wf").run();
         assert_eq!(p.read("got"), "local x", "{entry}");
     }
 }
@@ -464,11 +455,11 @@ fn js_runs_on_plain_node_without_tsx_even_when_tsx_is_there() {
     p.script("wf", "index.js", &to_sink(EXEC_ARGV));
     p.script("wf", "t.ts", &to_sink(EXEC_ARGV));
     sink(&p, "wf", "got");
-    run_packaged(&p, "wf").run().success();
+    run_packaged(&p, "wf").run();
     let argv = p.read("got");
     assert!(argv.contains("loader/register.mjs"), "{argv}");
     assert!(!argv.contains("tsx"), "{argv}");
-    run_packaged(&p, "wf:t").run().success();
+    run_packaged(&p, "wf:t").run();
     let argv = p.read("got");
     // In-process tsx (never the tsx CLI): one preload, the loopx hooks,
     // told which tsx to load after them.
@@ -499,11 +490,7 @@ fn standalone_binary_with_only_node_runs_js_importing_loopx() {
     );
     sink(&p, "wf", "got");
     let path = bin_dir(&p, "node-only", &[("node", &node())]);
-    p.loopx_at(&bin, &["run", "wf"])
-        .env("PATH", path)
-        .run()
-        .success()
-        .stderr_is_empty();
+    p.loopx_at(&bin, &["run", "wf"]).env("PATH", path).run();
     assert_eq!(p.read("got"), "js on node");
     // The helpers were written to the per-version cache directory.
     let cache = p
@@ -531,10 +518,7 @@ fn standalone_helpers_go_to_xdg_cache_home_and_a_damaged_copy_is_rewritten() {
     let cache = p.home().join("xdg-cache");
     p.script("wf", "index.js", &to_sink("\"ok\""));
     sink(&p, "wf", "got");
-    run_standalone(&p, "wf")
-        .env("XDG_CACHE_HOME", &cache)
-        .run()
-        .success();
+    run_standalone(&p, "wf").env("XDG_CACHE_HOME", &cache).run();
     let helpers = cache
         .join("loopx")
         .join(env!("CARGO_PKG_VERSION"))
@@ -545,10 +529,7 @@ fn standalone_helpers_go_to_xdg_cache_home_and_a_damaged_copy_is_rewritten() {
     )
     .expect("damage");
     fs::remove_file(p.path("got")).expect("rm");
-    run_standalone(&p, "wf")
-        .env("XDG_CACHE_HOME", &cache)
-        .run()
-        .success();
+    run_standalone(&p, "wf").env("XDG_CACHE_HOME", &cache).run();
     assert_eq!(p.read("got"), "ok");
     assert_eq!(
         fs::read(&helpers).expect("read"),
@@ -566,10 +547,10 @@ fn standalone_js_scripts_fail_clearly_when_the_cache_is_not_writable() {
     p.script("wf", "index.js", &to_sink("\"ok\""));
     run_standalone(&p, "wf")
         .env("XDG_CACHE_HOME", &cache)
-        .run()
-        .failure()
-        .stderr_has("cannot write loopx's script helpers to")
-        .stderr_has("XDG_CACHE_HOME");
+        .status(1)
+        .stderr_contains("cannot write loopx's script helpers to")
+        .stderr_contains("XDG_CACHE_HOME")
+        .run();
 }
 
 #[test]
@@ -589,13 +570,13 @@ fn standalone_ts_without_tsx_or_type_stripping_says_how_to_get_a_typescript_runt
     let path = fake.parent().expect("dir").to_path_buf();
     p.loopx(&["run", "wf"])
         .env("PATH", path)
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has("cannot run wf:index: no TypeScript runtime found")
-        .stderr_has("npm install -g loopx")
-        .stderr_has("tsx")
-        .stderr_has("LOOPX_JS_RUNTIME=bun");
+        .status(1)
+        .stdout("")
+        .stderr_contains("cannot run wf:index: no TypeScript runtime found")
+        .stderr_contains("npm install -g loopx")
+        .stderr_contains("tsx")
+        .stderr_contains("LOOPX_JS_RUNTIME=bun")
+        .run();
     assert!(!p.exists("got"));
 }
 
@@ -605,15 +586,40 @@ fn ts_without_tsx_on_this_node_fails_with_the_same_message() {
     let p = Project::new();
     p.script("wf", "index.ts", &to_sink("(\"stripped\" as string)"));
     sink(&p, "wf", "got");
-    let out = run_standalone(&p, "wf").run();
-    if out.code == Some(0) {
-        // A Node with built-in type stripping runs it instead.
+    if node_strips_types() {
+        // A Node with built-in type stripping runs it instead (Node may
+        // warn on stderr that the feature is experimental).
+        run_standalone(&p, "wf").stderr_any().run();
         assert_eq!(p.read("got"), "stripped");
     } else {
-        out.failure()
-            .stderr_has("no TypeScript runtime found")
-            .stderr_has("npm install -g loopx");
+        run_standalone(&p, "wf")
+            .status(1)
+            .stderr_contains("no TypeScript runtime found")
+            .stderr_contains("npm install -g loopx")
+            .run();
     }
+}
+
+/// Whether the machine's node can strip types by itself (with or without
+/// `--experimental-strip-types`), asked the way loopx asks it.
+fn node_strips_types() -> bool {
+    [&[][..], &["--experimental-strip-types"][..]]
+        .iter()
+        .any(|flag| {
+            Command::new(node())
+                .args(*flag)
+                .args(["-p", "process.features.typescript"])
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .output()
+                .is_ok_and(|o| {
+                    o.status.success()
+                        && matches!(
+                            String::from_utf8_lossy(&o.stdout).trim(),
+                            "strip" | "transform"
+                        )
+                })
+        })
 }
 
 #[test]
@@ -622,10 +628,10 @@ fn jsx_and_tsx_without_tsx_fail_clearly() {
         let p = Project::new();
         p.script("wf", entry, JSX_CLASSIC);
         run_standalone(&p, "wf")
-            .run()
-            .failure()
-            .stderr_has("cannot run wf:index: JSX needs tsx or Bun")
-            .stderr_has("npm install -g loopx");
+            .status(1)
+            .stderr_contains("cannot run wf:index: JSX needs tsx or Bun")
+            .stderr_contains("npm install -g loopx")
+            .run();
     }
 }
 
@@ -648,7 +654,7 @@ fn ts_without_tsx_runs_on_node_built_in_type_stripping() {
     );
     sink(&p, "wf", "got");
     let path = bin_dir(&p, "node22", &[("node", &node22())]);
-    p.loopx(&["run", "wf"]).env("PATH", path).run().success();
+    p.loopx(&["run", "wf"]).env("PATH", path).run();
     let got = p.read("got");
     assert!(got.starts_with("piped --import file://"), "{got}");
     assert!(got.ends_with("/loader/register.mjs"), "{got}");
@@ -676,19 +682,16 @@ fn tsx_on_a_node_with_in_thread_hooks_keeps_every_rule() {
     p.script("wf", "jsx.tsx", TSX_CLASSIC);
     sink(&p, "wf", "got");
     let path = bin_dir(&p, "node22", &[("node", &node22())]);
-    run_packaged(&p, "wf").env("PATH", &path).run().success();
+    run_packaged(&p, "wf").env("PATH", &path).run();
     let got = p.read("got");
     assert!(got.starts_with("abab undefined v22."), "{got}");
-    run_packaged(&p, "wf:jsx")
-        .env("PATH", &path)
-        .run()
-        .success();
+    run_packaged(&p, "wf:jsx").env("PATH", &path).run();
     assert_eq!(p.read("got"), TSX_CLASSIC_RESULT);
     run_packaged(&p, "wf:cjs")
         .env("PATH", &path)
-        .run()
-        .failure()
-        .stderr_has("module is not defined");
+        .status(1)
+        .stderr_contains("module is not defined")
+        .run();
 }
 
 #[test]
@@ -702,10 +705,10 @@ fn commonjs_in_a_ts_script_fails_under_type_stripping() {
     let path = bin_dir(&p, "node22", &[("node", &node22())]);
     p.loopx(&["run", "wf"])
         .env("PATH", path)
-        .run()
-        .failure()
-        .stderr_has("require is not defined")
-        .stderr_has("script wf:index exited with code 1");
+        .status(1)
+        .stderr_contains("require is not defined")
+        .stderr_contains("script wf:index exited with code 1")
+        .run();
 }
 
 /// A fake node that answers the type-stripping probe as a Node with it
@@ -740,10 +743,7 @@ fn ts_without_tsx_runs_on_node_type_stripping_probed_once_per_run() {
             "IFS= read -r -d '' data\necho \"$data\" >> \"$LOOPX_PROJECT_ROOT/got\"\n",
         );
         let path = stripping_node(&p, needs_flag);
-        p.loopx(&["run", "-n", "4", "wf"])
-            .env("PATH", path)
-            .run()
-            .success();
+        p.loopx(&["run", "-n", "4", "wf"]).env("PATH", path).run();
         assert_eq!(p.read("got"), "stripped\nstripped\n");
         let starts = p.read("starts");
         let lines: Vec<&str> = starts.lines().collect();
@@ -777,7 +777,7 @@ fn tsx_is_found_in_the_project_node_modules() {
     p.symlink(&tsx_dir().display().to_string(), "node_modules/tsx");
     p.script("wf", "index.ts", &to_sink(EXEC_ARGV));
     sink(&p, "wf", "got");
-    run_standalone(&p, "wf").run().success();
+    run_standalone(&p, "wf").run();
     let argv = p.read("got");
     let expected = format!("{}/node_modules/tsx/dist/loader.mjs", p.root().display());
     assert!(argv.contains(&expected), "{argv}");
@@ -793,7 +793,7 @@ fn tsx_is_found_in_the_workflow_node_modules_before_the_project() {
     );
     p.script("wf", "index.tsx", &to_sink(EXEC_ARGV));
     sink(&p, "wf", "got");
-    run_standalone(&p, "wf").run().success();
+    run_standalone(&p, "wf").run();
     let argv = p.read("got");
     let expected = format!(
         "{}/.loopx/wf/node_modules/tsx/dist/loader.mjs",
@@ -809,7 +809,7 @@ fn tsx_is_found_on_path() {
     let path = bin_dir(&p, "with-tsx", &[("node", &node()), ("tsx", &cli)]);
     p.script("wf", "index.ts", &to_sink(EXEC_ARGV));
     sink(&p, "wf", "got");
-    p.loopx(&["run", "wf"]).env("PATH", path).run().success();
+    p.loopx(&["run", "wf"]).env("PATH", path).run();
     let argv = p.read("got");
     let real = fs::canonicalize(tsx_dir()).expect("realpath");
     assert!(
@@ -825,7 +825,7 @@ fn the_package_tsx_wins_over_the_project_one() {
     broken_project_tsx(&p);
     p.script("wf", "index.ts", &to_sink("(\"ok\" as string)"));
     sink(&p, "wf", "got");
-    run_packaged(&p, "wf").run().success();
+    run_packaged(&p, "wf").run();
     assert_eq!(p.read("got"), "ok");
 }
 
@@ -836,10 +836,10 @@ fn no_node_on_path_is_a_clear_error() {
     let empty = bin_dir(&p, "empty", &[]);
     run_packaged(&p, "wf")
         .env("PATH", empty)
-        .run()
-        .failure()
-        .stderr_has("cannot run wf:index: no `node` found on PATH")
-        .stderr_has("LOOPX_JS_RUNTIME=bun");
+        .status(1)
+        .stderr_contains("cannot run wf:index: no `node` found on PATH")
+        .stderr_contains("LOOPX_JS_RUNTIME=bun")
+        .run();
 }
 
 #[test]
@@ -850,9 +850,7 @@ fn bash_scripts_need_no_js_runtime() {
     p.loopx(&["run", "wf"])
         .env("PATH", empty)
         .env("LOOPX_JS_RUNTIME", "nonsense")
-        .run()
-        .success()
-        .stderr_is_empty();
+        .run();
 }
 
 #[test]
@@ -863,9 +861,7 @@ fn n_zero_resolves_a_js_target_without_looking_for_a_runtime() {
     p.loopx(&["run", "-n", "0", "wf"])
         .env("PATH", empty)
         .env("LOOPX_JS_RUNTIME", "nonsense")
-        .run()
-        .success()
-        .stderr_is_empty();
+        .run();
     assert!(!p.home().join(".cache").exists(), "no helpers written");
 }
 
@@ -875,7 +871,7 @@ fn a_js_script_reached_by_goto_runs_after_bash() {
     p.script("w", "index.sh", "$LOOPX_BIN output --goto tool\n");
     p.script("w", "tool.js", &to_sink("`tool [${await input()}]`"));
     sink(&p, "w", "got");
-    run_standalone(&p, "w").run().success();
+    run_standalone(&p, "w").run();
     assert_eq!(p.read("got"), "tool []");
 }
 
@@ -885,9 +881,9 @@ fn an_unknown_loopx_js_runtime_is_an_error() {
     p.script("wf", "index.js", &to_sink("\"never\""));
     run_packaged(&p, "wf")
         .env("LOOPX_JS_RUNTIME", "deno")
-        .run()
-        .failure()
-        .stderr_has("LOOPX_JS_RUNTIME is 'deno'; it must be 'node', 'bun' or empty");
+        .status(1)
+        .stderr_contains("LOOPX_JS_RUNTIME is 'deno'; it must be 'node', 'bun' or empty")
+        .run();
 }
 
 #[test]
@@ -899,10 +895,7 @@ fn loopx_js_runtime_node_keeps_node() {
         &to_sink("process.versions.bun ?? \"node\""),
     );
     sink(&p, "wf", "got");
-    run_packaged(&p, "wf")
-        .env("LOOPX_JS_RUNTIME", "node")
-        .run()
-        .success();
+    run_packaged(&p, "wf").env("LOOPX_JS_RUNTIME", "node").run();
     assert_eq!(p.read("got"), "node");
 }
 
@@ -917,7 +910,7 @@ fn bun_runs_every_extension_and_imports_loopx() {
     p.script("tsx", "index.tsx", TSX_CLASSIC);
     for w in ["js", "ts", "jsx", "tsx"] {
         sink(&p, w, w);
-        run_bun(&p, w).run().success();
+        run_bun(&p, w).run();
     }
     assert_eq!(p.read("js"), "js object");
     assert_eq!(p.read("ts"), "ts object");
@@ -939,7 +932,7 @@ fn bun_pipes_input_and_goes_to_bash() {
         &to_sink("`${await input()}|${await input()}|${process.cwd()}`"),
     );
     sink(&p, "wf", "got");
-    run_bun(&p, "wf").run().success();
+    run_bun(&p, "wf").run();
     assert_eq!(
         p.read("got"),
         format!("piped|piped|{}", p.path(".loopx/wf").display())
@@ -956,8 +949,7 @@ fn bun_found_on_path_when_asked_for_by_name() {
     p.loopx(&["run", "wf"])
         .env("PATH", path)
         .env("LOOPX_JS_RUNTIME", "bun")
-        .run()
-        .success();
+        .run();
     assert_eq!(p.read("got"), "object");
 }
 
@@ -967,7 +959,7 @@ fn bun_runs_scripts_when_there_is_no_node() {
     p.script("wf", "index.ts", &to_sink("typeof Bun"));
     sink(&p, "wf", "got");
     let path = bin_dir(&p, "bun-only", &[("bun", &bun())]);
-    p.loopx(&["run", "wf"]).env("PATH", path).run().success();
+    p.loopx(&["run", "wf"]).env("PATH", path).run();
     assert_eq!(p.read("got"), "object");
 }
 
@@ -979,9 +971,9 @@ fn bun_asked_for_but_missing_is_a_clear_error() {
     p.loopx(&["run", "wf"])
         .env("PATH", path)
         .env("LOOPX_JS_RUNTIME", "bun")
-        .run()
-        .failure()
-        .stderr_has("LOOPX_JS_RUNTIME is 'bun' but no `bun` found on PATH");
+        .status(1)
+        .stderr_contains("LOOPX_JS_RUNTIME is 'bun' but no `bun` found on PATH")
+        .run();
 }
 
 #[test]
@@ -993,9 +985,9 @@ fn bun_commonjs_in_a_script_fails_but_dependencies_work() {
         "module.exports = { a: 1 };\nprocess.stdout.write('{\"stop\":true}');\n",
     );
     run_bun(&p, "exp")
-        .run()
-        .failure()
-        .stderr_has("module is not defined");
+        .status(1)
+        .stderr_contains("module is not defined")
+        .run();
     // Bun allows require() in ES modules; a loopx script still may not.
     p.script(
         "req",
@@ -1003,10 +995,10 @@ fn bun_commonjs_in_a_script_fails_but_dependencies_work() {
         "const fs = require(\"fs\");\nprocess.stdout.write('{\"stop\":true}');\n",
     );
     run_bun(&p, "req")
-        .run()
-        .failure()
-        .stderr_has("require is not defined in ES module scope")
-        .stderr_has("script req:index exited with code 1");
+        .status(1)
+        .stderr_contains("require is not defined in ES module scope")
+        .stderr_contains("script req:index exited with code 1")
+        .run();
     // A require of the script's own making is ESM and keeps working.
     p.script(
         "own",
@@ -1016,10 +1008,10 @@ fn bun_commonjs_in_a_script_fails_but_dependencies_work() {
          const fs = require(\"fs\");\n\
          process.stdout.write(JSON.stringify({ result: typeof fs.readFileSync, stop: true }));\n",
     );
-    run_bun(&p, "own").run().success();
+    run_bun(&p, "own").run();
     let q = Project::new();
     commonjs_neighbours(&q, "index.js");
-    run_bun(&q, "wf").run().success();
+    run_bun(&q, "wf").run();
     assert_eq!(q.read("got"), "a/ba/b");
 }
 
@@ -1027,7 +1019,7 @@ fn bun_commonjs_in_a_script_fails_but_dependencies_work() {
 fn bun_workflow_node_modules_loopx_takes_precedence() {
     let p = Project::new();
     workflow_with_own_loopx(&p, "index.ts");
-    run_bun(&p, "wf").run().success();
+    run_bun(&p, "wf").run();
     assert_eq!(p.read("got"), "local x");
 }
 
@@ -1045,7 +1037,7 @@ fn after_delegation_import_loopx_resolves_to_the_local_versions_helpers() {
     p.script("wf", "index.js", &to_sink(EXEC_ARGV));
     sink(&p, "wf", "got");
     // The global loopx was started by its npm shim.
-    run_packaged(&p, "wf").run().success();
+    run_packaged(&p, "wf").run();
     let argv = p.read("got");
     let cache = p
         .home()
@@ -1070,8 +1062,7 @@ fn an_unusable_loopx_tsx_falls_back_to_the_workflow_tsx_before_the_project_one()
     sink(&p, "wf", "got");
     run_standalone(&p, "wf")
         .env("LOOPX_TSX", p.home().join("no-such-tsx"))
-        .run()
-        .success();
+        .run();
     let argv = p.read("got");
     assert!(
         argv.contains(".loopx/wf/node_modules/tsx/dist/loader.mjs"),

@@ -7,17 +7,14 @@
 //! Scripts write pid files and heartbeats; the tests wait on those files, not
 //! on fixed sleeps. The grace-period tests take about 5 s each by nature.
 
-#[path = "util/procs.rs"]
-mod procs;
-mod util;
-
+use crate::util::procs;
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::util::*;
 use procs::*;
-use util::*;
 
 /// The grace period of §7.3.
 const GRACE: Duration = Duration::from_secs(5);
@@ -73,12 +70,12 @@ fn assert_heartbeat_stopped(p: &Project, file: &str) {
 
 fn forwarded_signal_ends_the_group(sig: i32, code: i32) {
     let p = grandchild_project("");
-    let run = start(p.loopx(&["run", "w"]));
+    let run = p.loopx(&["run", "w"]).status(code).stdout("").start();
     let pgid = read_pid(&p, "script.pid");
     let grandchild = read_pid(&p, "grandchild.pid");
     wait_until("heartbeat", || size(&p.path("hb")) > 0);
     run.signal(sig);
-    run.finish().code(code).stdout_empty().stderr_empty();
+    run.finish();
     assert!(!alive(grandchild), "the grandchild survived");
     assert_group_gone(pgid);
     assert_heartbeat_stopped(&p, "hb");
@@ -110,23 +107,20 @@ fn sighup_ignored_on_entry_stays_ignored() {
          until [ -e \"$LOOPX_PROJECT_ROOT/go\" ]; do sleep 0.02; done\n\
          printf '{\"stop\":true}'\n",
     );
-    let mut run = p.loopx(&["run", "w"]);
-    let program = run.cmd.get_program().to_os_string();
-    let args: Vec<_> = run.cmd.get_args().map(|a| a.to_os_string()).collect();
+    // The disposition is set in the child's bash, never in the test process.
     let mut cmd = std::process::Command::new("bash");
     cmd.arg("-c")
         .arg("trap '' HUP; exec \"$@\"")
         .arg("bash")
-        .arg(program)
-        .args(args);
-    std::mem::swap(&mut run.cmd, &mut cmd);
-    run.cmd.current_dir(p.root());
-    isolate(&mut run.cmd, p.home());
-    let running = start(run);
+        .arg(loopx_bin())
+        .args(["run", "w"])
+        .current_dir(p.root());
+    isolate(&mut cmd, p.home());
+    let running = Run::command(cmd).stdout("").start();
     read_pid(&p, "script.pid");
     running.signal(libc::SIGHUP);
     std::fs::write(p.path("go"), "").expect("write go");
-    running.finish().success().stdout_empty().stderr_empty();
+    running.finish();
 }
 
 #[test]
@@ -140,14 +134,13 @@ fn script_ignoring_sigterm_is_killed_after_the_grace_period() {
             heartbeat("hb")
         ),
     );
-    let run = start(p.loopx(&["run", "w"]));
+    let run = p.loopx(&["run", "w"]).status(143).stdout("").start();
     let pgid = read_pid(&p, "script.pid");
     wait_until("heartbeat", || size(&p.path("hb")) > 0);
     run.signal(libc::SIGTERM);
     let signalled = Instant::now();
-    let out = run.finish();
+    run.finish();
     let took = signalled.elapsed();
-    out.code(143).stdout_empty().stderr_empty();
     assert!(
         took >= GRACE - Duration::from_millis(300),
         "killed before the grace period ended: {took:?}"
@@ -178,7 +171,7 @@ fn background_job_project() -> Project {
 #[test]
 fn background_job_ignoring_sigint_is_killed_when_the_grace_period_ends() {
     let p = background_job_project();
-    let run = start(p.loopx(&["run", "w"]));
+    let run = p.loopx(&["run", "w"]).status(130).stdout("").start();
     let pgid = read_pid(&p, "script.pid");
     let job = read_pid(&p, "job.pid");
     wait_until("heartbeat", || size(&p.path("hb")) > 0);
@@ -190,9 +183,8 @@ fn background_job_ignoring_sigint_is_killed_when_the_grace_period_ends() {
     wait_until("the job to outlive the script", || {
         size(&p.path("hb")) > after
     });
-    let out = run.finish();
+    run.finish();
     let took = signalled.elapsed();
-    out.code(130).stdout_empty().stderr_empty();
     assert!(
         took >= GRACE - Duration::from_millis(300),
         "loopx exited before the grace period ended: {took:?}"
@@ -206,7 +198,7 @@ fn background_job_ignoring_sigint_is_killed_when_the_grace_period_ends() {
 /// lives on), then a second one: SIGKILL at once, exit code of the first.
 fn second_signal_escalates(second: i32) {
     let p = background_job_project();
-    let run = start(p.loopx(&["run", "w"]));
+    let run = p.loopx(&["run", "w"]).status(130).stdout("").start();
     let pgid = read_pid(&p, "script.pid");
     let job = read_pid(&p, "job.pid");
     wait_until("heartbeat", || size(&p.path("hb")) > 0);
@@ -214,9 +206,8 @@ fn second_signal_escalates(second: i32) {
     let signalled = Instant::now();
     wait_until("the script to end", || !alive(pgid));
     run.signal(second);
-    let out = run.finish();
+    run.finish();
     let took = signalled.elapsed();
-    out.code(130).stdout_empty().stderr_empty();
     assert!(
         took < GRACE - Duration::from_millis(500),
         "the second signal did not escalate: {took:?}"
@@ -250,7 +241,7 @@ fn signal_while_the_script_still_runs_the_grace_period_then_second_signal() {
             heartbeat("hb")
         ),
     );
-    let run = start(p.loopx(&["run", "w"]));
+    let run = p.loopx(&["run", "w"]).status(130).stdout("").start();
     let pgid = read_pid(&p, "script.pid");
     wait_until("heartbeat", || size(&p.path("hb")) > 0);
     run.signal(libc::SIGINT);
@@ -258,9 +249,8 @@ fn signal_while_the_script_still_runs_the_grace_period_then_second_signal() {
     wait_for_file(&p.path("got"));
     assert!(alive(pgid), "the script traps SIGINT and goes on");
     run.signal(libc::SIGINT);
-    let out = run.finish();
+    run.finish();
     assert!(signalled.elapsed() < GRACE - Duration::from_millis(500));
-    out.code(130).stdout_empty().stderr_empty();
     assert_group_gone(pgid);
 }
 
@@ -270,7 +260,9 @@ fn signal_between_iterations_exits_at_once_without_another_iteration() {
     // script running: a deterministic "between iterations" (§7.3).
     let p = Project::new();
     p.script("w", "index.sh", &logging_script("index", ""));
-    let mut run = start_with_stdin(p.loopx(&["__api", "1", "--", "w"]), Stdio::piped());
+    let mut run = p
+        .loopx(&["__api", "1", "--", "w"])
+        .start_with_stdin(Stdio::piped());
     let stdin = run.child.stdin.take().expect("stdin");
     let mut stdout = BufReader::new(run.child.stdout.take().expect("stdout"));
     let mut line = String::new();
@@ -295,11 +287,11 @@ fn interrupt_from_inside_a_script_stops_the_loop_before_the_next_iteration() {
         "index.sh",
         "echo run >> \"$LOOPX_PROJECT_ROOT/log\"\nkill -TERM $PPID\nexit 0\n",
     );
-    start(p.loopx(&["run", "-n", "5", "w"]))
-        .finish()
-        .code(143)
-        .stdout_empty()
-        .stderr_empty();
+    p.loopx(&["run", "-n", "5", "w"])
+        .status(143)
+        .stdout("")
+        .start()
+        .finish();
     assert_eq!(p.read("log"), "run\n");
 }
 
@@ -412,10 +404,10 @@ fn without_a_terminal_a_script_exiting_130_is_an_ordinary_failure() {
     let p = Project::new();
     p.script("w", "index.sh", "exit 130\n");
     p.loopx(&["run", "w"])
-        .run()
-        .failure()
-        .stderr_has("w:index")
-        .stderr_has("130");
+        .status(1)
+        .stderr_contains("w:index")
+        .stderr_contains("130")
+        .run();
 }
 
 #[test]

@@ -2,12 +2,10 @@
 //! options (§4.1, §4.2), `version` and `output` (§4.3), the three help forms
 //! (§11) and the exit codes and usage errors (§12).
 
-mod util;
-
 use std::io::ErrorKind;
 use std::net::TcpListener;
 
-use util::*;
+use crate::util::*;
 
 const STOP: &str = r#"{"stop":true}"#;
 const TOP_HELP: &str = "loopx --help";
@@ -52,15 +50,11 @@ fn lists_command(text: &str, word: &str) -> bool {
 }
 
 fn top_help() -> String {
-    let o = Project::bare().loopx(&["--help"]).run();
-    o.success();
-    o.stdout
+    Project::bare().loopx(&["--help"]).run().stdout
 }
 
 fn run_help(p: &Project) -> String {
-    let o = p.loopx(&["run", "--help"]).run();
-    o.success();
-    o.stdout
+    p.loopx(&["run", "--help"]).run().stdout
 }
 
 // ---------------------------------------------------------------- §4.1
@@ -68,25 +62,22 @@ fn run_help(p: &Project) -> String {
 #[test]
 fn run_bare_workflow_runs_its_index_script() {
     let p = ralph();
-    p.loopx(&["run", "ralph"]).run().success().stdout_empty();
+    p.loopx(&["run", "ralph"]).stdout("").run();
     assert_eq!(log(&p), "ralph:index\n");
 }
 
 #[test]
 fn run_workflow_colon_script_runs_that_script() {
     let p = ralph();
-    p.loopx(&["run", "ralph:check-ready"])
-        .run()
-        .success()
-        .stdout_empty();
+    p.loopx(&["run", "ralph:check-ready"]).stdout("").run();
     assert_eq!(log(&p), "ralph:check-ready\n");
 }
 
 #[test]
 fn run_workflow_colon_index_is_the_same_as_the_bare_workflow() {
     let p = ralph();
-    p.loopx(&["run", "ralph:index"]).run().success();
-    p.loopx(&["run", "ralph"]).run().success();
+    p.loopx(&["run", "ralph:index"]).run();
+    p.loopx(&["run", "ralph"]).run();
     assert_eq!(log(&p), "ralph:index\nralph:index\n");
 }
 
@@ -100,10 +91,10 @@ fn run_without_target_is_a_usage_error_without_discovery() {
     for p in [&broken, &bare] {
         for args in [&["run"][..], &["run", "-n", "5"], &["run", "-e", "x.env"]] {
             p.loopx(args)
-                .run()
                 .usage_error("target", RUN_HELP)
                 .stderr_lacks("check")
-                .stderr_lacks(".loopx");
+                .stderr_lacks(".loopx")
+                .run();
         }
     }
     assert_eq!(log(&broken), "");
@@ -113,12 +104,12 @@ fn run_without_target_is_a_usage_error_without_discovery() {
 fn run_with_more_than_one_positional_is_a_usage_error() {
     let p = ralph();
     p.loopx(&["run", "ralph", "bar"])
-        .run()
         .usage_error("bar", RUN_HELP)
-        .stderr_has("ralph");
+        .stderr_contains("ralph")
+        .run();
     p.loopx(&["run", "-n", "1", "ralph", "ralph:check-ready"])
-        .run()
-        .usage_error("ralph:check-ready", RUN_HELP);
+        .usage_error("ralph:check-ready", RUN_HELP)
+        .run();
     assert_eq!(log(&p), "");
 }
 
@@ -126,37 +117,36 @@ fn run_with_more_than_one_positional_is_a_usage_error() {
 fn bare_loopx_shows_top_level_help_without_discovery() {
     let p = ralph();
     break_discovery(&p);
-    let o = p.loopx(&[]).run();
-    o.success().stderr_is_empty().stdout_is(&top_help());
+    p.loopx(&[]).stdout(&top_help()).run();
     assert_eq!(log(&p), "");
 }
 
 #[test]
 fn unknown_subcommand_is_a_usage_error() {
     let p = Project::bare();
-    p.loopx(&["foo"]).run().usage_error("'foo'", TOP_HELP);
+    p.loopx(&["foo"]).usage_error("'foo'", TOP_HELP).run();
     p.loopx(&["foo", "ralph", "-n", "1"])
-        .run()
-        .usage_error("'foo'", TOP_HELP);
+        .usage_error("'foo'", TOP_HELP)
+        .run();
 }
 
 #[test]
 fn workflow_name_in_subcommand_position_is_not_run_implicitly() {
     let p = ralph();
-    p.loopx(&["ralph"]).run().usage_error("'ralph'", TOP_HELP);
+    p.loopx(&["ralph"]).usage_error("'ralph'", TOP_HELP).run();
     p.loopx(&["ralph:index"])
-        .run()
-        .usage_error("'ralph:index'", TOP_HELP);
+        .usage_error("'ralph:index'", TOP_HELP)
+        .run();
     assert_eq!(log(&p), "");
 }
 
 #[test]
 fn unknown_subcommand_followed_by_help_flag_is_an_error_not_help() {
     let p = Project::bare();
-    p.loopx(&["foo", "-h"]).run().usage_error("'foo'", TOP_HELP);
+    p.loopx(&["foo", "-h"]).usage_error("'foo'", TOP_HELP).run();
     p.loopx(&["foo", "--help"])
-        .run()
-        .usage_error("'foo'", TOP_HELP);
+        .usage_error("'foo'", TOP_HELP)
+        .run();
 }
 
 #[test]
@@ -167,7 +157,7 @@ fn run_default_runs_the_workflow_named_default() {
         "index.sh",
         &logging_script("default:index", STOP),
     );
-    p.loopx(&["run", "default"]).run().success().stdout_empty();
+    p.loopx(&["run", "default"]).stdout("").run();
     assert_eq!(log(&p), "default:index\n");
 }
 
@@ -179,7 +169,7 @@ fn workflows_named_like_subcommands_run_the_workflow() {
         p.script(name, "index.sh", &logging_script(name, STOP));
     }
     for name in names {
-        p.loopx(&["run", name]).run().success().stdout_empty();
+        p.loopx(&["run", name]).stdout("").run();
     }
     assert_eq!(log(&p), "version\nrun\noutput\nenv\ninstall\n");
 }
@@ -192,11 +182,7 @@ fn top_level_help_flags_print_top_help_without_discovery() {
     break_discovery(&p);
     let expected = top_help();
     for args in [&["-h"][..], &["--help"]] {
-        p.loopx(args)
-            .run()
-            .success()
-            .stderr_is_empty()
-            .stdout_is(&expected);
+        p.loopx(args).stdout(&expected).run();
     }
 }
 
@@ -217,11 +203,7 @@ fn top_level_help_wins_over_everything_after_it() {
     ] {
         // Top-level help, not run help, and no discovery (the collision in
         // `broken` would otherwise be reported).
-        p.loopx(args)
-            .run()
-            .success()
-            .stderr_is_empty()
-            .stdout_is(&expected);
+        p.loopx(args).stdout(&expected).run();
     }
     assert_eq!(log(&p), "");
 }
@@ -230,12 +212,12 @@ fn top_level_help_wins_over_everything_after_it() {
 fn unknown_top_level_flag_is_a_usage_error() {
     let p = ralph();
     p.loopx(&["--unknown"])
-        .run()
-        .usage_error("--unknown", TOP_HELP);
+        .usage_error("--unknown", TOP_HELP)
+        .run();
     p.loopx(&["--unknown", "run", "ralph"])
-        .run()
-        .usage_error("--unknown", TOP_HELP);
-    p.loopx(&["-x"]).run().usage_error("-x", TOP_HELP);
+        .usage_error("--unknown", TOP_HELP)
+        .run();
+    p.loopx(&["-x"]).usage_error("-x", TOP_HELP).run();
     assert_eq!(log(&p), "");
 }
 
@@ -246,14 +228,14 @@ fn version_and_help_habits_are_usage_errors_that_say_what_to_type() {
     let p = Project::bare();
     for habit in ["--version", "-V"] {
         p.loopx(&[habit])
-            .run()
             .usage_error("run: loopx version", TOP_HELP)
-            .stdout_empty();
+            .stdout("")
+            .run();
     }
     p.loopx(&["help"])
-        .run()
         .usage_error("for help, run: loopx -h", TOP_HELP)
-        .stdout_empty();
+        .stdout("")
+        .run();
 }
 
 #[test]
@@ -275,8 +257,8 @@ fn top_help_says_how_bash_scripts_give_output_and_lists_the_exit_codes() {
 fn top_level_n_is_a_usage_error() {
     let p = ralph();
     p.loopx(&["-n", "5", "ralph"])
-        .run()
-        .usage_error("-n", RUN_HELP);
+        .usage_error("-n", RUN_HELP)
+        .run();
     assert_eq!(log(&p), "");
 }
 
@@ -285,8 +267,8 @@ fn top_level_e_is_a_usage_error() {
     let p = ralph();
     p.file(".env", "X=1\n");
     p.loopx(&["-e", ".env", "ralph"])
-        .run()
-        .usage_error("-e", RUN_HELP);
+        .usage_error("-e", RUN_HELP)
+        .run();
     assert_eq!(log(&p), "");
 }
 
@@ -310,7 +292,7 @@ fn run_options_and_target_may_appear_in_any_order() {
     ] {
         let p = ticking();
         p.file("vars.env", "X=1\n");
-        p.loopx(args).run().success().stdout_empty();
+        p.loopx(args).stdout("").run();
         assert_eq!(log(&p), "tick\ntick\n", "{args:?}");
     }
 }
@@ -324,30 +306,27 @@ fn run_e_option_value_is_the_env_file_to_load() {
         "echo \"$FROM_FILE\" >> \"$LOOPX_PROJECT_ROOT/log\"\nprintf '{\"stop\":true}'\n",
     );
     p.file("local.env", "FROM_FILE=hello\n");
-    p.loopx(&["run", "w", "-e", "local.env"]).run().success();
+    p.loopx(&["run", "w", "-e", "local.env"]).run();
     assert_eq!(log(&p), "hello\n");
 }
 
 #[test]
 fn run_n_zero_validates_the_target_but_runs_nothing() {
     let p = ticking();
-    p.loopx(&["run", "-n", "0", "tick"])
-        .run()
-        .success()
-        .stdout_empty();
+    p.loopx(&["run", "-n", "0", "tick"]).stdout("").run();
     assert_eq!(log(&p), "");
     // Validation still happens.
     p.loopx(&["run", "-n", "0", "nope"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has("'nope'");
+        .status(1)
+        .stdout("")
+        .stderr_contains("'nope'")
+        .run();
 }
 
 #[test]
 fn run_n_accepts_non_negative_integers() {
     let p = ticking();
-    p.loopx(&["run", "-n", "3", "tick"]).run().success();
+    p.loopx(&["run", "-n", "3", "tick"]).run();
     assert_eq!(log(&p), "tick\ntick\ntick\n");
 }
 
@@ -356,9 +335,9 @@ fn run_n_rejects_negative_and_non_integer_values() {
     let p = ticking();
     for bad in ["-1", "1.5", "abc", "", "1e3", "0x10", " 5", "5 ", "five"] {
         p.loopx(&["run", "-n", bad, "tick"])
-            .run()
             .usage_error(&format!("'{bad}'"), RUN_HELP)
-            .stderr_has("-n");
+            .stderr_contains("-n")
+            .run();
     }
     assert_eq!(log(&p), "");
 }
@@ -367,11 +346,11 @@ fn run_n_rejects_negative_and_non_integer_values() {
 fn run_n_without_a_value_is_a_usage_error() {
     let p = ticking();
     p.loopx(&["run", "tick", "-n"])
-        .run()
-        .usage_error("-n", RUN_HELP);
+        .usage_error("-n", RUN_HELP)
+        .run();
     p.loopx(&["run", "tick", "-e"])
-        .run()
-        .usage_error("-e", RUN_HELP);
+        .usage_error("-e", RUN_HELP)
+        .run();
     assert_eq!(log(&p), "");
 }
 
@@ -382,7 +361,7 @@ fn duplicate_n_in_run_is_a_usage_error() {
         &["run", "-n", "5", "-n", "10", "tick"][..],
         &["run", "-n", "1", "tick", "-n", "1"],
     ] {
-        p.loopx(args).run().usage_error("-n", RUN_HELP);
+        p.loopx(args).usage_error("-n", RUN_HELP).run();
     }
     assert_eq!(log(&p), "");
 }
@@ -392,8 +371,8 @@ fn duplicate_e_in_run_is_a_usage_error() {
     let p = ticking();
     p.file("a.env", "A=1\n").file("b.env", "B=1\n");
     p.loopx(&["run", "-e", "a.env", "-e", "b.env", "tick"])
-        .run()
-        .usage_error("-e", RUN_HELP);
+        .usage_error("-e", RUN_HELP)
+        .run();
     assert_eq!(log(&p), "");
 }
 
@@ -406,7 +385,7 @@ fn unknown_run_flag_is_a_usage_error() {
         (&["run", "-x", "tick"], "-x"),
         (&["run", "--n", "1", "tick"], "--n"),
     ] {
-        p.loopx(args).run().usage_error(flag, RUN_HELP);
+        p.loopx(args).usage_error(flag, RUN_HELP).run();
     }
     assert_eq!(log(&p), "");
 }
@@ -426,10 +405,10 @@ fn run_usage_errors_come_before_discovery() {
             (&["run", "a", "b"], "a b"),
         ] {
             p.loopx(args)
-                .run()
                 .usage_error(needle, RUN_HELP)
                 .stderr_lacks(".loopx")
-                .stderr_lacks("check");
+                .stderr_lacks("check")
+                .run();
         }
     }
 }
@@ -464,11 +443,7 @@ fn help_after_an_option_that_takes_a_value_is_still_help() {
         &["run", "-e", "--help", "ralph"],
         &["run", "ralph", "-n", "--help"],
     ] {
-        p.loopx(args)
-            .run()
-            .success()
-            .stderr_is_empty()
-            .stdout_is(&expected);
+        p.loopx(args).stdout(&expected).run();
     }
     assert_eq!(log(&p), "");
     let install_help = p.loopx(&["install", "-h"]).run().stdout;
@@ -477,16 +452,12 @@ fn help_after_an_option_that_takes_a_value_is_still_help() {
         &["install", "--workflow", "--help"],
         &["install", "-w", "-h", "org/repo"],
     ] {
-        p.loopx(args)
-            .run()
-            .success()
-            .stderr_is_empty()
-            .stdout_is(&install_help);
+        p.loopx(args).stdout(&install_help).run();
     }
     // Top level stays as it is: `-n` there is a usage error (§4.2).
     p.loopx(&["-n", "5", "-h"])
-        .run()
-        .usage_error("-n", RUN_HELP);
+        .usage_error("-n", RUN_HELP)
+        .run();
 }
 
 #[test]
@@ -495,11 +466,7 @@ fn run_help_short_circuit_ignores_all_other_run_arguments() {
     let expected = run_help(&p);
     assert!(expected.contains("ralph"), "{expected}");
     for args in RUN_HELP_SHORT_CIRCUITS {
-        p.loopx(args)
-            .run()
-            .success()
-            .stderr_is_empty()
-            .stdout_is(&expected);
+        p.loopx(args).stdout(&expected).run();
     }
     // Nothing ran, and the env file was never looked for.
     assert_eq!(log(&p), "");
@@ -508,13 +475,16 @@ fn run_help_short_circuit_ignores_all_other_run_arguments() {
 #[test]
 fn run_help_short_circuit_exits_zero_without_loopx_dir() {
     let p = Project::bare();
-    let expected = run_help(&p);
+    let expected = p
+        .loopx(&["run", "--help"])
+        .stderr_contains(".loopx")
+        .run()
+        .stdout;
     for args in RUN_HELP_SHORT_CIRCUITS {
         p.loopx(args)
-            .run()
-            .success()
-            .stderr_has(".loopx")
-            .stdout_is(&expected);
+            .stderr_contains(".loopx")
+            .stdout(&expected)
+            .run();
     }
     assert!(!p.exists(".loopx"));
 }
@@ -525,11 +495,11 @@ fn run_help_short_circuit_exits_zero_without_loopx_dir() {
 fn install_without_source_is_a_usage_error() {
     let p = Project::bare();
     p.loopx(&["install"])
-        .run()
-        .usage_error("source", INSTALL_HELP);
+        .usage_error("source", INSTALL_HELP)
+        .run();
     p.loopx(&["install", "-y"])
-        .run()
-        .usage_error("source", INSTALL_HELP);
+        .usage_error("source", INSTALL_HELP)
+        .run();
     assert!(!p.exists(".loopx"));
 }
 
@@ -542,7 +512,7 @@ fn install_duplicate_flag_is_a_usage_error() {
         &["install", "-y", "-y", "org/repo"],
     ] {
         let flag = if args[1] == "-y" { "-y" } else { "-w" };
-        p.loopx(args).run().usage_error(flag, INSTALL_HELP);
+        p.loopx(args).usage_error(flag, INSTALL_HELP).run();
     }
     assert!(!p.exists(".loopx"));
 }
@@ -551,11 +521,11 @@ fn install_duplicate_flag_is_a_usage_error() {
 fn install_unknown_flag_is_a_usage_error() {
     let p = Project::bare();
     p.loopx(&["install", "--unknown", "org/repo"])
-        .run()
-        .usage_error("--unknown", INSTALL_HELP);
+        .usage_error("--unknown", INSTALL_HELP)
+        .run();
     p.loopx(&["install", "org/repo", "-x"])
-        .run()
-        .usage_error("-x", INSTALL_HELP);
+        .usage_error("-x", INSTALL_HELP)
+        .run();
     assert!(!p.exists(".loopx"));
 }
 
@@ -569,10 +539,12 @@ fn install_help_needs_no_source_and_makes_no_network_request() {
 
     let p = Project::bare();
     let o = p.loopx(&["install", "-h"]).run();
-    o.success().stderr_is_empty();
     let expected = o.stdout.clone();
     for needle in ["-w", "--workflow", "-y", "git", "tar"] {
-        o.stdout_has(needle);
+        assert!(
+            o.stdout.contains(needle),
+            "install help lacks {needle:?}\n{o}"
+        );
     }
     for args in [
         &["install", "--help"][..],
@@ -592,11 +564,7 @@ fn install_help_needs_no_source_and_makes_no_network_request() {
         ],
         &["install", "-h", "a", "b"],
     ] {
-        p.loopx(args)
-            .run()
-            .success()
-            .stderr_is_empty()
-            .stdout_is(&expected);
+        p.loopx(args).stdout(&expected).run();
     }
     // A connection would sit in the listen backlog even though loopx is gone.
     match listener.accept() {
@@ -608,12 +576,7 @@ fn install_help_needs_no_source_and_makes_no_network_request() {
     assert!(!p.exists(".loopx"));
     let broken = Project::new();
     break_discovery(&broken);
-    broken
-        .loopx(&["install", "-h"])
-        .run()
-        .success()
-        .stderr_is_empty()
-        .stdout_is(&expected);
+    broken.loopx(&["install", "-h"]).stdout(&expected).run();
 }
 
 // ---------------------------------------------------------------- §4.3 version
@@ -622,10 +585,8 @@ fn install_help_needs_no_source_and_makes_no_network_request() {
 fn version_prints_the_bare_package_version() {
     let p = Project::bare();
     p.loopx(&["version"])
-        .run()
-        .success()
-        .stderr_is_empty()
-        .stdout_is(&format!("{}\n", env!("CARGO_PKG_VERSION")));
+        .stdout(&format!("{}\n", env!("CARGO_PKG_VERSION")))
+        .run();
 }
 
 #[test]
@@ -633,26 +594,25 @@ fn version_needs_no_valid_loopx_dir() {
     let p = Project::new();
     break_discovery(&p);
     p.loopx(&["version"])
-        .run()
-        .success()
-        .stderr_is_empty()
-        .stdout_is(&format!("{}\n", env!("CARGO_PKG_VERSION")));
+        .stdout(&format!("{}\n", env!("CARGO_PKG_VERSION")))
+        .run();
 }
 
 // ---------------------------------------------------------------- §4.3 output
 
-fn output(args: &[&str]) -> Outcome {
+/// `loopx output <args>` outside any project, with `expect` declaring how
+/// it ends.
+#[track_caller]
+fn output(args: &[&str], expect: impl FnOnce(Run) -> Run) -> Outcome {
     let mut full = vec!["output"];
     full.extend_from_slice(args);
-    Project::bare().loopx(&full).run()
+    let p = Project::bare();
+    expect(p.loopx(&full)).run()
 }
 
 #[track_caller]
 fn output_is(args: &[&str], json: &str) {
-    output(args)
-        .success()
-        .stderr_is_empty()
-        .stdout_is(&format!("{json}\n"));
+    output(args, |r| r.stdout(&format!("{json}\n")));
 }
 
 #[test]
@@ -726,15 +686,15 @@ fn output_accepts_values_starting_with_a_dash() {
 
 #[test]
 fn output_without_flags_is_an_error() {
-    output(&[]).usage_error("--result", TOP_HELP);
+    output(&[], |r| r.usage_error("--result", TOP_HELP));
 }
 
 #[test]
 fn output_rejects_unknown_flags_and_missing_values() {
-    output(&["--bogus"]).usage_error("--bogus", TOP_HELP);
-    output(&["--result"]).usage_error("--result", TOP_HELP);
-    output(&["--stop", "--goto"]).usage_error("--goto", TOP_HELP);
-    output(&["done"]).usage_error("done", TOP_HELP);
+    output(&["--bogus"], |r| r.usage_error("--bogus", TOP_HELP));
+    output(&["--result"], |r| r.usage_error("--result", TOP_HELP));
+    output(&["--stop", "--goto"], |r| r.usage_error("--goto", TOP_HELP));
+    output(&["done"], |r| r.usage_error("done", TOP_HELP));
 }
 
 #[test]
@@ -742,10 +702,8 @@ fn output_needs_no_valid_loopx_dir() {
     let p = Project::new();
     break_discovery(&p);
     p.loopx(&["output", "--stop"])
-        .run()
-        .success()
-        .stderr_is_empty()
-        .stdout_is("{\"stop\":true}\n");
+        .stdout("{\"stop\":true}\n")
+        .run();
 }
 
 // ---------------------------------------------------------------- §11 help
@@ -764,7 +722,6 @@ fn top_help_does_not_list_workflows() {
     let p = ralph();
     p.script("zebra-flow", "index.sh", "");
     let o = p.loopx(&["-h"]).run();
-    o.success().stderr_is_empty();
     assert!(!o.stdout.contains("zebra-flow"), "{}", o.stdout);
 }
 
@@ -809,8 +766,7 @@ fn run_help_lists_workflows_and_scripts_and_marks_index() {
 #[test]
 fn run_help_without_loopx_dir_warns_and_omits_the_workflow_section() {
     let bare = Project::bare();
-    let o = bare.loopx(&["run", "-h"]).run();
-    o.success().stderr_has(".loopx");
+    let o = bare.loopx(&["run", "-h"]).stderr_contains(".loopx").run();
     assert!(o.stderr.to_lowercase().contains("warning"), "{}", o.stderr);
     // The same usage text as with workflows, minus their listing.
     let with = run_help(&ralph());
@@ -827,7 +783,7 @@ fn env_commands_need_no_valid_loopx_dir() {
     // §5.4: `loopx env *` neither requires nor validates .loopx/.
     let p = Project::new();
     break_discovery(&p);
-    p.loopx(&["env", "list"]).run().success().stderr_is_empty();
+    p.loopx(&["env", "list"]).run();
 }
 
 // ------------------------------------------------- §12 one-line messages
@@ -838,27 +794,29 @@ fn usage_error_stays_one_line_when_an_argument_holds_a_line_break() {
     // characters from the command line are shown escaped.
     let p = ralph();
     p.loopx(&["run", "a\nb", "c"])
-        .run()
-        .usage_error("a\\nb c", RUN_HELP);
+        .usage_error("a\\nb c", RUN_HELP)
+        .run();
     p.loopx(&["foo\nbar"])
-        .run()
-        .usage_error("'foo\\nbar'", TOP_HELP);
+        .usage_error("'foo\\nbar'", TOP_HELP)
+        .run();
     p.loopx(&["run", "-n", "1\n", "ralph"])
-        .run()
-        .usage_error("'1\\n'", RUN_HELP);
+        .usage_error("'1\\n'", RUN_HELP)
+        .run();
     p.loopx(&["output", "--stop", "x\ty"])
-        .run()
-        .usage_error("x\\ty", TOP_HELP);
+        .usage_error("x\\ty", TOP_HELP)
+        .run();
     assert_eq!(log(&p), "");
 }
 
 #[test]
 fn invalid_target_with_control_characters_is_reported_on_one_line() {
     let p = ralph();
-    let o = p.loopx(&["run", "ral\nph\u{1b}[2J"]).run();
-    o.failure()
-        .stdout_empty()
-        .stderr_has("'ral\\nph\\u{1b}[2J'");
+    let o = p
+        .loopx(&["run", "ral\nph\u{1b}[2J"])
+        .status(1)
+        .stdout("")
+        .stderr_contains("'ral\\nph\\u{1b}[2J'")
+        .run();
     assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);
     assert_eq!(log(&p), "");
 }
@@ -873,15 +831,10 @@ fn output_decodes_non_utf8_arguments_with_replacement_characters() {
     let p = Project::bare();
     let mut r = p.loopx(&["output", "--result"]);
     r.cmd.arg(OsStr::from_bytes(b"caf\xe9 \xff!"));
-    r.run()
-        .success()
-        .stderr_is_empty()
-        .stdout_is("{\"result\":\"caf\u{FFFD} \u{FFFD}!\"}\n");
+    r.stdout("{\"result\":\"caf\u{FFFD} \u{FFFD}!\"}\n").run();
     // An encoded surrogate is three invalid bytes, not a lone surrogate for
     // JSON.stringify to escape: Node shows three U+FFFD as well.
     let mut r = p.loopx(&["output", "--goto"]);
     r.cmd.arg(OsStr::from_bytes(b"\xed\xa0\x80"));
-    r.run()
-        .success()
-        .stdout_is("{\"goto\":\"\u{FFFD}\u{FFFD}\u{FFFD}\"}\n");
+    r.stdout("{\"goto\":\"\u{FFFD}\u{FFFD}\u{FFFD}\"}\n").run();
 }

@@ -6,14 +6,12 @@
 //! The installs fetch tsx like any user's would, through an npm cache shared
 //! between test runs (tests/util's ci_cache()).
 
-mod util;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use util::*;
+use crate::util::*;
 
 #[track_caller]
 fn check(cmd: &mut Command) -> String {
@@ -113,10 +111,8 @@ fn npm_install_g_gives_a_loopx_whose_ts_scripts_import_loopx_under_node_and_bun(
     // `<prefix>/bin/loopx`: the shim under Node, tsx from the package.
     let p = ts_project();
     p.loopx_at(&prefix.join("bin/loopx"), &["run", "wf"])
-        .run()
-        .success()
-        .stdout_empty()
-        .stderr_is_empty();
+        .stdout("")
+        .run();
     let got = p.read("got");
     assert!(got.starts_with("node [] --import file://"), "{got}");
     assert!(
@@ -141,9 +137,8 @@ fn npm_install_g_gives_a_loopx_whose_ts_scripts_import_loopx_under_node_and_bun(
             "wf",
         ],
     )
-    .run()
-    .success()
-    .stdout_empty();
+    .stdout("")
+    .run();
     let got = p.read("got");
     assert!(got.starts_with("bun [] "), "{got}");
 }
@@ -168,9 +163,8 @@ fn bun_add_g_gives_a_loopx_whose_ts_scripts_import_loopx() {
         ],
     )
     .stdin(b"")
-    .run()
-    .success()
-    .stdout_empty();
+    .stdout("")
+    .run();
     let got = p.read("got");
     assert!(got.starts_with("bun [] "), "{got}");
 }

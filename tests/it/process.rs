@@ -4,18 +4,15 @@
 //! runs, a closed stderr, and a script that reads the terminal (README,
 //! "Signals and process groups").
 
-#[path = "util/procs.rs"]
-mod procs;
-mod util;
-
+use crate::util::procs;
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::util::*;
 use procs::*;
-use util::*;
 
 const MIB: usize = 1024 * 1024;
 
@@ -66,7 +63,7 @@ fn stdout_of_256_mib_is_captured_while_stderr_flows_live() {
         "tr -d a | wc -c > \"$LOOPX_PROJECT_ROOT/other\"\n\
          printf '{\"stop\":true}'\n",
     );
-    let mut run = start(p.loopx(&["run", "w"]));
+    let mut run = p.loopx(&["run", "w"]).start();
     let stderr = run.child.stderr.take().expect("stderr");
     let reader = thread::spawn(move || {
         let mut all = String::new();
@@ -102,7 +99,7 @@ fn stdout_of_256_mib_is_captured_while_stderr_flows_live() {
              grep VmHWM /proc/$PPID/status > \"$LOOPX_PROJECT_ROOT/hwm\"\n\
              printf '{\"stop\":true}'\n",
         );
-    p2.loopx(&["run", "w"]).run().success().stdout_empty();
+    p2.loopx(&["run", "w"]).stdout("").run();
     assert_eq!(p2.read("size").trim(), n.to_string());
     let hwm = kb(&p2, "hwm") * 1024;
     assert!(
@@ -131,7 +128,7 @@ fn capturing_256_mib_of_stdout_holds_about_one_copy() {
              fi\n"
         ),
     );
-    p.loopx(&["run", "w"]).run().success().stdout_empty();
+    p.loopx(&["run", "w"]).stdout("").run();
     let hwm = kb(&p, "hwm") * 1024;
     assert!(
         hwm < (n as u64) * 3 / 2,
@@ -150,7 +147,7 @@ fn piped_result_of_64_mib_reaches_the_next_script() {
             "b.sh",
             "cat > \"$LOOPX_PROJECT_ROOT/got\"\nprintf '{\"stop\":true}'\n",
         );
-    p.loopx(&["run", "w"]).run().success().stdout_empty();
+    p.loopx(&["run", "w"]).stdout("").run();
     let got = fs::read(p.path("got")).expect("got");
     assert_eq!(got.len(), n);
     assert!(got.iter().all(|&b| b == b'a'), "the result arrived intact");
@@ -177,8 +174,32 @@ fn script_that_never_reads_a_64_mib_result_does_not_break_the_loop() {
             "c.sh",
             "exec 0<&-\nsleep 0.2\necho c >> \"$LOOPX_PROJECT_ROOT/log\"\nprintf '{\"stop\":true}'\n",
         );
-    p.loopx(&["run", "w"]).run().success().stdout_empty();
+    p.loopx(&["run", "w"]).stdout("").run();
     assert_eq!(p.read("log"), "b\nc\n");
+}
+
+/// The process groups named by the `holder.<pgid>` files in the project.
+fn holder_groups(p: &Project) -> Vec<i32> {
+    fs::read_dir(p.root())
+        .expect("read the project root")
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            name.strip_prefix("holder.")?.parse().ok()
+        })
+        .collect()
+}
+
+/// Kills the holders' groups when dropped: at the end of the run, and also
+/// when a check of the run fails.
+struct KillHolders<'a>(&'a Project);
+
+impl Drop for KillHolders<'_> {
+    fn drop(&mut self) {
+        for pgid in holder_groups(self.0) {
+            // SAFETY: a process group this test's scripts started; end it.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+    }
 }
 
 #[test]
@@ -205,21 +226,12 @@ fn background_process_holding_stdout_does_not_hang_the_loop() {
         "b.sh",
         "cat > \"$LOOPX_PROJECT_ROOT/got\"\ntouch \"$LOOPX_PROJECT_ROOT/b.done\"\n",
     );
+    let holders = KillHolders(&p);
     let started = Instant::now();
-    let out = p.loopx(&["run", "-n", "3", "w"]).run();
+    p.loopx(&["run", "-n", "3", "w"]).stdout("").run();
     let took = started.elapsed();
-    let groups: Vec<i32> = fs::read_dir(p.root())
-        .expect("read the project root")
-        .filter_map(|e| {
-            let name = e.ok()?.file_name().into_string().ok()?;
-            name.strip_prefix("holder.")?.parse().ok()
-        })
-        .collect();
-    for &pgid in &groups {
-        // SAFETY: a process group this test's scripts started; end it.
-        unsafe { libc::kill(-pgid, libc::SIGKILL) };
-    }
-    out.success().stdout_empty();
+    let groups = holder_groups(&p);
+    drop(holders);
     assert_eq!(groups.len(), 2, "one holder per run of index.sh");
     assert!(
         took < Duration::from_secs(25),
@@ -238,11 +250,11 @@ fn script_killing_itself_with_sigkill_exits_1_naming_the_signal() {
     let p = Project::new();
     p.script("w", "index.sh", "printf '{\"stop\":true}'\nkill -9 $$\n");
     p.loopx(&["run", "w"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has("w:index")
-        .stderr_has("SIGKILL");
+        .status(1)
+        .stdout("")
+        .stderr_contains("w:index")
+        .stderr_contains("SIGKILL")
+        .run();
 }
 
 #[test]
@@ -255,11 +267,11 @@ fn script_file_vanished_mid_loop_fails_at_spawn_with_a_clear_message() {
     )
     .script("w", "b.sh", "echo b >> \"$LOOPX_PROJECT_ROOT/log\"\n");
     p.loopx(&["run", "w"])
-        .run()
-        .failure()
-        .stdout_empty()
-        .stderr_has("cannot start script w:b")
-        .stderr_has("no longer exists");
+        .status(1)
+        .stdout("")
+        .stderr_contains("cannot start script w:b")
+        .stderr_contains("no longer exists")
+        .run();
     assert!(!p.exists("log"));
 }
 
@@ -295,10 +307,8 @@ fn ten_thousand_iterations_leak_no_fds_memory_or_zombies() {
     );
     p.loopx(&["run", "-n", "10000", "w"])
         .timeout(Duration::from_secs(300))
-        .run()
-        .success()
-        .stdout_empty()
-        .stderr_empty();
+        .stdout("")
+        .run();
     assert_eq!(p.read("count").trim(), "10000");
     assert_eq!(p.read("fd.100"), p.read("fd.10000"), "open fds of loopx");
     let (early, late) = (kb(&p, "rss.100"), kb(&p, "rss.10000"));
@@ -342,8 +352,7 @@ fn orphans_left_by_scripts_are_reaped() {
     );
     p.loopx(&["run", "-n", "200", "w"])
         .timeout(Duration::from_secs(120))
-        .run()
-        .success();
+        .run();
     assert_eq!(p.read("count").trim(), "200");
     assert_eq!(p.read("zombies").trim(), "0");
 }
@@ -471,7 +480,7 @@ fn scripts_inherit_no_descriptors_of_loopx() {
     assert!(baseline.starts_with("0 1 "), "{baseline}");
     fs::remove_file(p.path("fds")).expect("rm fds");
 
-    p.loopx(&["run", "w"]).run().success();
+    p.loopx(&["run", "w"]).run();
     assert_eq!(p.read("fds"), format!("{baseline}{baseline}"));
     fs::remove_file(p.path("fds")).expect("rm fds");
     let out = run_on_pty(&p, &["run", "w"], &[]);

@@ -11,12 +11,8 @@
 //! these tests print why they skip and pass.
 #![cfg(target_os = "linux")]
 
-#[path = "util/procs.rs"]
-mod procs;
-#[path = "util/release.rs"]
-mod release;
-mod util;
-
+use crate::util;
+use crate::util::{procs, release};
 use std::ffi::CString;
 use std::fs;
 use std::io;
@@ -25,10 +21,9 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::Duration;
 
+use crate::util::{c_path, is_root, skip, Outcome, Project, Run, TempDir};
 use procs::{alive, wait_for_file};
-use util::{c_path, is_root, skip, wait_with_output, Outcome, Project, TempDir};
 
 use release::TARGET;
 
@@ -61,8 +56,10 @@ fn hide_bin_bash(cmd: &mut Command) {
     }
 }
 
-/// Runs `run` with `/bin/bash` hidden; `None` (after printing why) where a
-/// mount namespace cannot be had.
+/// Runs `run` (its expectations declared) with `/bin/bash` hidden; `None`
+/// (after printing why) where a mount namespace cannot be had, which a
+/// trial `loopx version` under the same hook finds out first (the binary
+/// under test: a system tool may live in the hidden directory).
 fn run_without_bin_bash(test: &str, mut run: util::Run) -> Option<Outcome> {
     if !is_root() {
         skip(
@@ -71,18 +68,15 @@ fn run_without_bin_bash(test: &str, mut run: util::Run) -> Option<Outcome> {
         );
         return None;
     }
-    hide_bin_bash(&mut run.cmd);
-    run.cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    match run.cmd.spawn() {
-        Ok(child) => Some(wait_with_output(child, Duration::from_secs(60))),
-        Err(e) => {
-            skip(test, &format!("cannot hide /bin/bash here: {e}"));
-            None
-        }
+    let mut probe = Command::new(util::loopx_bin());
+    probe.arg("version").stdout(Stdio::null());
+    hide_bin_bash(&mut probe);
+    if let Err(e) = probe.stdin(Stdio::null()).status() {
+        skip(test, &format!("cannot hide /bin/bash here: {e}"));
+        return None;
     }
+    hide_bin_bash(&mut run.cmd);
+    Some(run.run())
 }
 
 /// A workflow that records which bash ran it and whether `/bin/bash` was
@@ -120,11 +114,10 @@ fn sh_scripts_run_with_the_bash_on_path_where_there_is_no_bin_bash() {
     fs::copy(fs::canonicalize("/bin/bash").unwrap(), store.join("bash")).unwrap();
     symlink(store.join("bash"), bin.join("bash")).unwrap();
     let path = format!("{}:{}", tmp.path().join("empty").display(), bin.display());
-    let run = p.loopx(&["run", "ralph"]).env("PATH", &path);
-    let Some(o) = run_without_bin_bash("sh_scripts_run_with_the_bash_on_path", run) else {
+    let run = p.loopx(&["run", "ralph"]).env("PATH", &path).stdout("");
+    if run_without_bin_bash("sh_scripts_run_with_the_bash_on_path", run).is_none() {
         return;
-    };
-    o.success().stdout_empty().stderr_empty();
+    }
     assert!(!p.exists("bin-bash"), "/bin/bash was not hidden");
     assert_eq!(p.read("bash").trim(), bin.join("bash").to_str().unwrap());
     assert_eq!(p.read("got"), "handed over\n");
@@ -136,17 +129,17 @@ fn without_any_bash_a_sh_workflow_fails_before_the_first_iteration() {
     let tmp = TempDir::new("no-bash");
     let run = p
         .loopx(&["run", "ralph"])
-        .env("PATH", tmp.path().join("empty"));
-    let Some(o) = run_without_bin_bash("without_any_bash_a_sh_workflow_fails", run) else {
+        .env("PATH", tmp.path().join("empty"))
+        .status(1)
+        .stdout("")
+        .stderr(
+            "loopx: error: cannot run ralph:index: loopx runs .sh scripts with bash, and there is \
+             no /bin/bash and no bash on PATH; install bash (e.g. `apk add bash` on Alpine, \
+             `apt-get install bash` on Debian) or put it on PATH\n",
+        );
+    if run_without_bin_bash("without_any_bash_a_sh_workflow_fails", run).is_none() {
         return;
-    };
-    o.failure().stdout_empty();
-    assert_eq!(
-        o.stderr,
-        "loopx: error: cannot run ralph:index: loopx runs .sh scripts with bash, and there is \
-         no /bin/bash and no bash on PATH; install bash (e.g. `apk add bash` on Alpine, \
-         `apt-get install bash` on Debian) or put it on PATH\n"
-    );
+    }
     assert!(!p.exists("bash"));
 }
 
@@ -157,7 +150,7 @@ fn without_any_bash_a_sh_workflow_fails_before_the_first_iteration() {
 fn release_binary() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let tree = release::host_release("hosts-release");
+        let tree = release::host_release().out.as_path();
         let archive = release::version_dir(tree).join(format!("loopx-{TARGET}.tar.gz"));
         let file = fs::File::open(&archive).expect("open the release archive");
         let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(file));
@@ -267,16 +260,13 @@ impl BareRoot {
 
     /// `argv0 args...` run as /usr/local/bin/loopx inside the root, in
     /// /proj, with nothing of the host's environment.
-    fn loopx(&self, argv0: &str, args: &[&str]) -> Command {
+    fn loopx(&self, argv0: &str, args: &[&str]) -> Run {
         let mut cmd = Command::new("/usr/local/bin/loopx");
         cmd.arg0(argv0)
             .args(args)
             .env_clear()
             .env("PATH", "/bin:/usr/local/bin")
-            .env("HOME", "/home")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .env("HOME", "/home");
         let root = c_path(self.tmp.path());
         let proj = c_path(Path::new("/proj"));
         // SAFETY: chroot and chdir are async-signal-safe system calls on
@@ -290,15 +280,7 @@ impl BareRoot {
                 Ok(())
             });
         }
-        cmd
-    }
-
-    fn run(&self, argv0: &str, args: &[&str]) -> Outcome {
-        let child = self
-            .loopx(argv0, args)
-            .spawn()
-            .expect("start loopx in the root");
-        wait_with_output(child, Duration::from_secs(60))
+        Run::command(cmd)
     }
 }
 
@@ -319,10 +301,7 @@ fn without_proc_loopx_bin_comes_from_argv0() {
     );
     // As typed: an absolute path, a bare name found on PATH, a relative path.
     for argv0 in ["/usr/local/bin/loopx", "loopx", "../usr/local/bin/loopx"] {
-        root.run(argv0, &["run", "ralph"])
-            .success()
-            .stdout_empty()
-            .stderr_empty();
+        root.loopx(argv0, &["run", "ralph"]).stdout("").run();
     }
     assert!(!root.path("/proj/has-proc").exists(), "the root has /proc");
     assert_eq!(
@@ -331,14 +310,15 @@ fn without_proc_loopx_bin_comes_from_argv0() {
     );
 
     // argv[0] that names nothing: the error says what was tried.
-    let o = root.run("not-loopx", &["run", "ralph"]);
-    o.failure()
-        .stdout_empty()
-        .stderr_has("loopx: error: cannot determine the path of the loopx binary")
-        .stderr_has("the kernel did not say (")
-        .stderr_has("/proc")
-        .stderr_has("argv[0] 'not-loopx' was not found on PATH /bin:/usr/local/bin")
-        .stderr_has("hint: mount /proc, or start loopx by its full path");
+    root.loopx("not-loopx", &["run", "ralph"])
+        .status(1)
+        .stdout("")
+        .stderr_contains("loopx: error: cannot determine the path of the loopx binary")
+        .stderr_contains("the kernel did not say (")
+        .stderr_contains("/proc")
+        .stderr_contains("argv[0] 'not-loopx' was not found on PATH /bin:/usr/local/bin")
+        .stderr_contains("hint: mount /proc, or start loopx by its full path")
+        .run();
 }
 
 #[test]
@@ -347,8 +327,8 @@ fn the_static_binary_runs_a_bash_workflow_in_a_bare_root() {
         return;
     };
     // Env files: a global one written by `loopx env set`, a local one by hand.
-    root.run("loopx", &["env", "set", "GREETING", "hello world"])
-        .success();
+    root.loopx("loopx", &["env", "set", "GREETING", "hello world"])
+        .run();
     root.write("/proj/local.env", "PLACE='bare root'\n");
     root.write(
         "/proj/.loopx/flow/index.sh",
@@ -367,16 +347,17 @@ fn the_static_binary_runs_a_bash_workflow_in_a_bare_root() {
          echo $$ > /proj/wait.pid\nwait\n",
     );
 
-    let mut cmd = root.loopx("loopx", &["run", "-e", "local.env", "flow"]);
-    cmd.process_group(0);
-    let child = cmd.spawn().expect("start loopx in the root");
+    let loopx = root
+        .loopx("loopx", &["run", "-e", "local.env", "flow"])
+        .status(130)
+        .stdout("")
+        .start();
     let pid_in = |f: &str| -> i32 { wait_for_file(&root.path(f)).trim().parse().unwrap() };
     let (sleep_pid, wait_pid) = (pid_in("/proj/sleep.pid"), pid_in("/proj/wait.pid"));
     // Ctrl-C: the terminal signals loopx's foreground process group.
-    // SAFETY: signalling the group of our own child.
-    assert_eq!(unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) }, 0);
-    let o = wait_with_output(child, Duration::from_secs(60));
-    o.code(130).stdout_empty();
+    // SAFETY: signalling the group of our own child (its leader: Run::start).
+    assert_eq!(unsafe { libc::kill(-loopx.pid(), libc::SIGINT) }, 0);
+    loopx.finish();
     assert_eq!(
         fs::read_to_string(root.path("/proj/log")).unwrap(),
         "index: hello world in bare root\ncheck: payload from index\nwait\n"
@@ -387,7 +368,7 @@ fn the_static_binary_runs_a_bash_workflow_in_a_bare_root() {
         fs::read_to_string(root.path("/home/.config/loopx/env")).unwrap(),
         "GREETING=\"hello world\"\n"
     );
-    root.run("loopx", &["env", "list"])
-        .success()
-        .stdout_is("GREETING=hello world\n");
+    root.loopx("loopx", &["env", "list"])
+        .stdout("GREETING=hello world\n")
+        .run();
 }

@@ -1,9 +1,7 @@
 //! §3.2 project-root delegation, with a stand-in local loopx that reports
 //! how it was called.
 
-mod util;
-
-use util::*;
+use crate::util::*;
 
 /// A fake `node_modules/.bin/loopx` that prints its arguments and
 /// LOOPX_DELEGATED, and exits with code 7.
@@ -24,9 +22,9 @@ fn declared_local_loopx_runs_with_same_arguments_and_its_exit_status() {
         );
         local_loopx(&p);
         p.loopx(&["run", "-n", "3", "ralph"])
-            .run()
-            .code(7)
-            .stdout_is("local loopx: run -n 3 ralph delegated=1\n");
+            .status(7)
+            .stdout("local loopx: run -n 3 ralph delegated=1\n")
+            .run();
     }
 }
 
@@ -37,10 +35,10 @@ fn delegation_happens_before_command_parsing() {
     local_loopx(&p);
     // Not a valid command for this loopx, but the local one decides.
     p.loopx(&["frobnicate", "--x"])
-        .run()
-        .code(7)
-        .stdout_is("local loopx: frobnicate --x delegated=1\n");
-    p.loopx(&["version"]).run().code(7);
+        .status(7)
+        .stdout("local loopx: frobnicate --x delegated=1\n")
+        .run();
+    p.loopx(&["version"]).status(7).run();
 }
 
 #[test]
@@ -51,9 +49,8 @@ fn loopx_delegated_set_skips_delegation_even_when_empty() {
     for value in ["1", ""] {
         p.loopx(&["version"])
             .env("LOOPX_DELEGATED", value)
-            .run()
-            .success()
-            .stdout_is(&format!("{}\n", env!("CARGO_PKG_VERSION")));
+            .stdout(&format!("{}\n", env!("CARGO_PKG_VERSION")))
+            .run();
     }
 }
 
@@ -61,7 +58,7 @@ fn loopx_delegated_set_skips_delegation_even_when_empty() {
 fn no_package_json_means_no_delegation_and_no_warning() {
     let p = Project::bare();
     local_loopx(&p);
-    p.loopx(&["version"]).run().success().stderr_is_empty();
+    p.loopx(&["version"]).run();
 }
 
 #[test]
@@ -72,7 +69,7 @@ fn undeclared_local_binary_is_not_used() {
         r#"{"name": "app", "peerDependencies": {"loopx": "1"}}"#,
     );
     local_loopx(&p);
-    p.loopx(&["version"]).run().success().stderr_is_empty();
+    p.loopx(&["version"]).run();
 }
 
 #[test]
@@ -80,11 +77,10 @@ fn declared_but_missing_binary_warns_and_runs_global() {
     let p = Project::bare();
     p.file("package.json", r#"{"devDependencies": {"loopx": "1"}}"#);
     p.loopx(&["version"])
-        .run()
-        .success()
-        .stdout_is(&format!("{}\n", env!("CARGO_PKG_VERSION")))
-        .stderr_has("node_modules/.bin/loopx")
-        .stderr_has("npm install");
+        .stdout(&format!("{}\n", env!("CARGO_PKG_VERSION")))
+        .stderr_contains("node_modules/.bin/loopx")
+        .stderr_contains("npm install")
+        .run();
 }
 
 #[test]
@@ -93,9 +89,8 @@ fn invalid_package_json_warns_and_runs_global() {
     p.file("package.json", "{\"devDependencies\": {\"loopx\": \"1\"},}");
     local_loopx(&p);
     p.loopx(&["version"])
-        .run()
-        .success()
-        .stderr_has("package.json is not valid JSON");
+        .stderr_contains("package.json is not valid JSON")
+        .run();
 }
 
 #[test]
@@ -105,9 +100,8 @@ fn unreadable_package_json_warns_and_runs_global() {
     p.dir("package.json");
     local_loopx(&p);
     p.loopx(&["version"])
-        .run()
-        .success()
-        .stderr_has("cannot read package.json");
+        .stderr_contains("cannot read package.json")
+        .run();
 }
 
 #[test]
@@ -118,7 +112,7 @@ fn only_the_invocation_cwd_counts_not_its_ancestors() {
     p.dir("sub");
     let mut run = p.loopx(&["version"]);
     run.cmd.current_dir(p.path("sub"));
-    run.run().success().stderr_is_empty();
+    run.run();
 }
 
 #[test]
@@ -140,7 +134,7 @@ fn after_delegation_loopx_bin_is_the_realpath_of_the_local_binary() {
         "printf '%s\\n%s' \"$LOOPX_BIN\" \"$LOOPX_DELEGATED\" > \"$LOOPX_PROJECT_ROOT/got\"\n\
          $LOOPX_BIN output --stop\n",
     );
-    p.loopx(&["run", "wf"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "wf"]).run();
     let real = std::fs::canonicalize(&native).expect("realpath");
     assert_ne!(real, std::fs::canonicalize(loopx_bin()).expect("realpath"));
     assert_eq!(p.read("got"), format!("{}\n1", real.display()));
@@ -173,9 +167,8 @@ fn delegation_sets_loopx_bin_for_every_command() {
     ] {
         p.loopx(args)
             .env_remove("LOOPX_BIN")
-            .run()
-            .success()
-            .stdout_is(&expected);
+            .stdout(&expected)
+            .run();
     }
 }
 
@@ -195,15 +188,12 @@ fn loopx_bin_called_from_a_workflow_with_a_package_json_is_not_delegated() {
         "\"$LOOPX_BIN\" output --result ok --goto next\n",
     )
     .script("w", "next.sh", "\"$LOOPX_BIN\" output --stop\n");
-    p.loopx(&["run", "w"]).run().success().stderr_is_empty();
+    p.loopx(&["run", "w"]).run();
     // With a local binary there too, the run's own binary still answers.
     write_executable(
         &p.path(".loopx/w/node_modules/.bin/loopx"),
         "#!/bin/sh\necho '{\"result\":\"delegated\",\"stop\":true}'\n",
     );
-    p.loopx(&["run", "-n", "2", "--log", "log", "w"])
-        .run()
-        .success()
-        .stderr_is_empty();
+    p.loopx(&["run", "-n", "2", "--log", "log", "w"]).run();
     assert!(!p.read("log").contains("delegated"), "{}", p.read("log"));
 }

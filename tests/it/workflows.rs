@@ -10,19 +10,15 @@
 //! with PyYAML and run, and the README's list of workflows.
 #![cfg(target_os = "linux")]
 
-#[path = "util/http.rs"]
-mod http;
-#[path = "util/release.rs"]
-mod release;
-mod util;
-
+use crate::util;
+use crate::util::{http, release};
+use crate::util::{which, Project, Run};
 use http::Server;
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
-use util::{wait_with_output, which, Project, Run};
 
 use release::VERSION;
 
@@ -34,7 +30,7 @@ const WORKFLOWS: [&str; 3] = ["build-audit-fix", "issue-runner", "ralph"];
 
 /// The release tree, built once for all the tests of this file.
 fn release() -> &'static Path {
-    release::host_release("workflows-tests")
+    &release::host_release().out
 }
 
 /// The URL of the release's workflows.tar.gz on `server`.
@@ -113,6 +109,7 @@ case $cmd in
     [ "$(opt --state)" = open ] || bad "expected --state open"
     label=$(opt --label) || bad "expected --label"
     for d in "$dir"/issues/*/; do
+      [ -d "$d" ] || continue
       grep -qxF -- "$label" "$d/labels" || continue
       printf '%s %s %s\n' "$(cat "$d/created")" "$(basename "$d")" "$(cat "$d/author")"
     done
@@ -209,14 +206,12 @@ impl Lab {
         fs::create_dir_all(lab.gh.join("issues")).expect("mkdir issues");
         let url = workflows_url(&lab.server);
         if workflows.is_empty() {
-            lab.loopx(&["install", &url]).run().success();
+            lab.loopx(&["install", &url]).run();
         }
         for w in workflows {
             lab.loopx(&["install", "-w", w, &url])
-                .run()
-                .success()
-                .stdout_has(w)
-                .stderr_empty();
+                .stdout_contains(w)
+                .run();
         }
         lab
     }
@@ -365,7 +360,7 @@ fn the_release_tarball_installs_the_three_workflows_and_nothing_else() {
     let server = Server::serve_dir(release()).expect("serve");
     // From latest/ too, as the README's command has it.
     let url = server.url_for("/latest/download/workflows.tar.gz");
-    p.loopx(&["install", &url]).run().success().stderr_empty();
+    p.loopx(&["install", &url]).run();
     assert_eq!(names_in(&p.path(".loopx")), WORKFLOWS);
     for w in WORKFLOWS {
         let dir = p.path(&format!(".loopx/{w}"));
@@ -385,11 +380,11 @@ fn the_release_tarball_installs_the_three_workflows_and_nothing_else() {
     }
     assert!(!p.exists(".loopx/AUTHORING.md"));
     // Valid in every respect run -h checks: no warnings.
-    let help = p.loopx(&["run", "-h"]).run();
-    help.success().stderr_empty();
+    let mut help = p.loopx(&["run", "-h"]);
     for w in WORKFLOWS {
-        help.stdout_has(w);
+        help = help.stdout_contains(w);
     }
+    help.run();
 }
 
 #[test]
@@ -399,9 +394,7 @@ fn install_w_takes_one_workflow_and_its_loopx_range_accepts_this_version() {
     for w in WORKFLOWS {
         // No -y: a range that excluded this version would refuse.
         p.loopx(&["install", "-w", w, &workflows_url(&server)])
-            .run()
-            .success()
-            .stderr_empty();
+            .run();
         let pkg: Value = serde_json::from_str(&p.read(&format!(".loopx/{w}/package.json")))
             .expect("package.json is JSON");
         let range = pkg["dependencies"]["loopx"]
@@ -526,22 +519,20 @@ fn ralph_runs_a_fresh_agent_per_iteration_until_it_prints_the_done_line() {
         .reply(3, "echo 'I will print LOOP_DONE when all are done'")
         // ...alone on its line (blanks and a CR around it) it does.
         .reply(4, "echo 'all items done'; printf '  LOOP_DONE \\r\\n'");
-    let o = lab
-        .loopx(&[
-            "run",
-            "--log",
-            "run.jsonl",
-            "--max-time",
-            "1m",
-            "--timeout",
-            "30s",
-            "ralph",
-        ])
-        .run();
-    o.success()
-        .stdout_empty()
-        .stderr_has("did item 2")
-        .stderr_has("ralph: the agent marked the task done after 4 iteration(s)");
+    lab.loopx(&[
+        "run",
+        "--log",
+        "run.jsonl",
+        "--max-time",
+        "1m",
+        "--timeout",
+        "30s",
+        "ralph",
+    ])
+    .stdout("")
+    .stderr_contains("did item 2")
+    .stderr_contains("ralph: the agent marked the task done after 4 iteration(s)")
+    .run();
     let log = lab.p.path("run.jsonl");
     assert_eq!(path_taken(&log), ["ralph:index"; 4]);
     assert_eq!(run_end(&log)["reason"], "stop");
@@ -585,17 +576,18 @@ fn ralph_stops_on_the_done_file_and_a_later_run_spends_nothing() {
             .env("AGENT_CMD", "codex exec --full-auto")
             .env("RALPH_PROMPT", "tasks/night.md")
             .env("RALPH_DONE_FILE", "finished.flag")
-            .run()
     };
-    run("first.jsonl").success();
+    run("first.jsonl")
+        .stderr_contains("ralph: the agent marked the task done after 2 iteration(s)")
+        .run();
     assert_eq!(path_taken(&lab.p.path("first.jsonl")), ["ralph:index"; 2]);
     assert_eq!(lab.agent_file("args", 1), "codex\nexec\n--full-auto\n");
     assert_eq!(lab.prompt(2), "The night's task.");
 
     // The task is done: the next run (cron's next night) stops at once.
     run("second.jsonl")
-        .success()
-        .stderr_has("finished.flag exists: the task is done (remove it to run again)");
+        .stderr_contains("finished.flag exists: the task is done (remove it to run again)")
+        .run();
     assert_eq!(path_taken(&lab.p.path("second.jsonl")), ["ralph:index"]);
     assert_eq!(lab.agent_calls(), 2, "no agent was started");
 }
@@ -605,22 +597,20 @@ fn ralph_retries_an_agent_that_hangs_past_the_timeout() {
     let lab = ralph();
     lab.reply(1, "echo 'thinking...'; sleep 30")
         .reply(2, "echo LOOP_DONE");
-    let o = lab
-        .loopx(&[
-            "run",
-            "--log",
-            "run.jsonl",
-            "--timeout",
-            "1s",
-            "--retry",
-            "1",
-            "--retry-delay",
-            "0",
-            "ralph",
-        ])
-        .run();
-    o.success()
-        .stderr_has("loopx: ralph:index timed out after 1s; retry 1 of 1");
+    lab.loopx(&[
+        "run",
+        "--log",
+        "run.jsonl",
+        "--timeout",
+        "1s",
+        "--retry",
+        "1",
+        "--retry-delay",
+        "0",
+        "ralph",
+    ])
+    .stderr_contains("loopx: ralph:index timed out after 1s; retry 1 of 1")
+    .run();
     let log = lab.p.path("run.jsonl");
     assert_eq!(path_taken(&log), ["ralph:index", "ralph:index#2"]);
     assert!(events(&log).iter().any(|e| e["event"] == "timeout"));
@@ -635,13 +625,13 @@ fn ralph_retries_an_agent_that_hangs_past_the_timeout() {
 fn ralph_exits_124_when_the_agent_hangs_and_no_retry_is_left() {
     let lab = ralph();
     lab.reply(0, "sleep 30");
-    let o = lab
-        .loopx(&["run", "--log", "run.jsonl", "--timeout", "1s", "ralph"])
+    lab.loopx(&["run", "--log", "run.jsonl", "--timeout", "1s", "ralph"])
         .timeout(Duration::from_secs(30))
+        .status(124)
+        .stderr_contains(
+            "loopx: error: ralph:index timed out after 1s; its process group was terminated",
+        )
         .run();
-    o.code(124).stderr_has(
-        "loopx: error: ralph:index timed out after 1s; its process group was terminated",
-    );
     let end = run_end(&lab.p.path("run.jsonl"));
     assert_eq!(end["reason"], "timed_out");
     assert_eq!(end["exit_code"], 124);
@@ -651,19 +641,19 @@ fn ralph_exits_124_when_the_agent_hangs_and_no_retry_is_left() {
 fn ralph_fails_clearly_without_a_prompt_file_or_when_the_agent_fails() {
     let lab = Lab::new(&["ralph"]);
     lab.loopx(&["run", "ralph"])
-        .run()
-        .failure()
-        .stderr_has("ralph: no prompt file at ")
-        .stderr_has("PROMPT.md: write one, or set RALPH_PROMPT");
+        .status(1)
+        .stderr_contains("ralph: no prompt file at ")
+        .stderr_contains("PROMPT.md: write one, or set RALPH_PROMPT")
+        .run();
     assert_eq!(lab.agent_calls(), 0);
 
     lab.p.file("PROMPT.md", PROMPT);
     lab.reply(0, "echo 'rate limited' >&2; exit 3");
     lab.loopx(&["run", "ralph"])
-        .run()
-        .failure()
-        .stderr_has("rate limited")
-        .stderr_has("ralph: the agent failed (exit 3)");
+        .status(1)
+        .stderr_contains("rate limited")
+        .stderr_contains("ralph: the agent failed (exit 3)")
+        .run();
 }
 
 // ======================================================= build-audit-fix
@@ -710,21 +700,19 @@ fn build_audit_fix_runs_checks_in_parallel_and_fixes_until_the_audit_approves() 
         "touch test.started; {} && echo running tests && grep -q fixed app.txt",
         wait_for("lint")
     );
-    let o = lab
-        .loopx(&[
-            "run",
-            "--log",
-            "run.jsonl",
-            "--timeout",
-            "30s",
-            "build-audit-fix",
-        ])
-        .env("LINT_CMD", &lint)
-        .env("TEST_CMD", &test)
-        .run();
-    o.success()
-        .stdout_empty()
-        .stderr_has("build-audit-fix: approved in round 2");
+    lab.loopx(&[
+        "run",
+        "--log",
+        "run.jsonl",
+        "--timeout",
+        "30s",
+        "build-audit-fix",
+    ])
+    .env("LINT_CMD", &lint)
+    .env("TEST_CMD", &test)
+    .stdout("")
+    .stderr_contains("build-audit-fix: approved in round 2")
+    .run();
     assert_eq!(
         path_taken(&lab.p.path("run.jsonl")),
         [
@@ -811,16 +799,15 @@ fn build_audit_fix_runs_checks_in_parallel_and_fixes_until_the_audit_approves() 
 fn build_audit_fix_stops_with_exit_1_after_max_rounds_without_approval() {
     let lab = build_audit_fix();
     lab.reply(1, "echo hello > app.txt").reply(0, REJECT);
-    let o = lab
-        .loopx(&["run", "--log", "run.jsonl", "build-audit-fix"])
+    lab.loopx(&["run", "--log", "run.jsonl", "build-audit-fix"])
         .env("MAX_ROUNDS", "2")
         .env("TEST_CMD", "true")
-        .run();
-    o.failure()
-        .stderr_has("build-audit-fix: not approved after 2 rounds (MAX_ROUNDS=2)")
-        .stderr_has(
+        .status(1)
+        .stderr_contains("build-audit-fix: not approved after 2 rounds (MAX_ROUNDS=2)")
+        .stderr_contains(
             "loopx: error: script build-audit-fix:report exited with code 1; stopping the loop",
-        );
+        )
+        .run();
     let log = lab.p.path("run.jsonl");
     assert_eq!(
         path_taken(&log),
@@ -882,9 +869,8 @@ fn build_audit_fix_worktree_commits_each_step_on_a_new_branch_and_leaves_the_che
     lab.loopx(&["run", "--log", "run.jsonl", "build-audit-fix"])
         .env("WORKTREE", "1")
         .env("TEST_CMD", "grep -q fixed app.txt")
-        .run()
-        .success()
-        .stderr_has("build-audit-fix: removed the worktree");
+        .stderr_contains("build-audit-fix: removed the worktree")
+        .run();
 
     // The checkout: same commit, same branch, same files; the one new
     // file is the report (and the run log this test asked for).
@@ -959,9 +945,9 @@ fn build_audit_fix_agent_that_hangs_times_out_and_the_report_says_where() {
         "2s",
         "build-audit-fix",
     ])
-    .run()
-    .code(124)
-    .stderr_has("build-audit-fix:audit timed out after 2s");
+    .status(124)
+    .stderr_contains("build-audit-fix:audit timed out after 2s")
+    .run();
     let log = lab.p.path("run.jsonl");
     assert_eq!(
         path_taken(&log),
@@ -987,20 +973,20 @@ fn build_audit_fix_agent_that_hangs_times_out_and_the_report_says_where() {
 fn build_audit_fix_needs_a_task_and_a_sane_max_rounds() {
     let lab = Lab::new(&["build-audit-fix"]);
     lab.loopx(&["run", "build-audit-fix"])
-        .run()
-        .failure()
-        .stderr_has("TASK.md: write the task there, or set TASK_FILE");
+        .status(1)
+        .stderr_contains("TASK.md: write the task there, or set TASK_FILE")
+        .run();
     lab.p.file("TASK.md", TASK);
     lab.loopx(&["run", "build-audit-fix"])
         .env("MAX_ROUNDS", "0")
-        .run()
-        .failure()
-        .stderr_has("MAX_ROUNDS must be a positive integer, not '0'");
+        .status(1)
+        .stderr_contains("MAX_ROUNDS must be a positive integer, not '0'")
+        .run();
     lab.loopx(&["run", "build-audit-fix"])
         .env("WORKTREE", "1")
-        .run()
-        .failure()
-        .stderr_has("WORKTREE=1 needs the project to be in a git repository");
+        .status(1)
+        .stderr_contains("WORKTREE=1 needs the project to be in a git repository")
+        .run();
     assert_eq!(lab.agent_calls(), 0);
 }
 
@@ -1095,13 +1081,11 @@ fn issue_runner_takes_the_oldest_issue_of_an_allowed_author_and_labels_it_done()
         1,
         "echo 'opened pull request #10'; ls > files.txt; echo 'ROUTE: done'",
     );
-    let o = lab
-        .runner(&["--log", "run.jsonl", "--timeout", "30s"])
+    lab.runner(&["--log", "run.jsonl", "--timeout", "30s"])
+        .stdout("")
+        .stderr_contains("issue-runner: #5: its author mallory is not in ALLOWED_AUTHORS; skipped")
+        .stderr_contains("issue-runner: #3 moved to agent:done")
         .run();
-    o.success()
-        .stdout_empty()
-        .stderr_has("issue-runner: #5: its author mallory is not in ALLOWED_AUTHORS; skipped")
-        .stderr_has("issue-runner: #3 moved to agent:done");
     assert_eq!(
         path_taken(&lab.p.path("run.jsonl")),
         [
@@ -1166,13 +1150,14 @@ fn issue_runner_takes_the_oldest_issue_of_an_allowed_author_and_labels_it_done()
 
     // The next run (cron's next tick) takes the next one: #8 by bob.
     lab.reply(0, "echo done; echo ROUTE: done");
-    lab.runner(&[]).run().success();
+    lab.runner(&[])
+        .stderr_contains("issue-runner: #8 moved to agent:done")
+        .run();
     assert_eq!(lab.labels(8), ["agent:done"]);
     // And then there is nothing left to take.
     lab.runner(&["--log", "last.jsonl"])
-        .run()
-        .success()
-        .stderr_has("issue-runner: no open issue labeled agent:todo to take");
+        .stderr_contains("issue-runner: no open issue labeled agent:todo to take")
+        .run();
     assert_eq!(
         path_taken(&lab.p.path("last.jsonl")),
         ["issue-runner:index"]
@@ -1194,8 +1179,15 @@ fn issue_runner_maps_route_tokens_to_labels_and_unknown_ones_to_a_human() {
             "echo 'the spec says nothing about it'; echo 'ROUTE: needs-human'",
         );
     let routes = "review = agent:review, wontfix=agent:wontfix";
-    for _ in 0..3 {
-        lab.runner(&[]).env("ROUTES", routes).run().success();
+    for moved in [
+        "#1 moved to agent:review",
+        "#2 moved to agent:needs-human",
+        "#4 moved to agent:needs-human",
+    ] {
+        lab.runner(&[])
+            .env("ROUTES", routes)
+            .stderr_contains(&format!("issue-runner: {moved}"))
+            .run();
     }
     assert_eq!(lab.labels(1), ["agent:review"]);
     assert_eq!(lab.labels(2), ["agent:needs-human"]);
@@ -1227,9 +1219,9 @@ fn issue_runner_agent_that_hangs_times_out_and_the_next_run_hands_the_issue_to_a
     let lab = three_issues();
     lab.reply(1, "echo 'looking at it'; sleep 30");
     lab.runner(&["--log", "run.jsonl", "--timeout", "2s"])
-        .run()
-        .code(124)
-        .stderr_has("issue-runner:work timed out after 2s");
+        .status(124)
+        .stderr_contains("issue-runner:work timed out after 2s")
+        .run();
     assert_eq!(
         path_taken(&lab.p.path("run.jsonl")),
         ["issue-runner:index", "issue-runner:work"]
@@ -1242,10 +1234,9 @@ fn issue_runner_agent_that_hangs_times_out_and_the_next_run_hands_the_issue_to_a
     // The next run finishes it first, then takes the next issue.
     lab.reply(2, "echo ROUTE: done");
     lab.runner(&["--timeout", "30s"])
-        .run()
-        .success()
-        .stderr_has("issue-runner: #3 moved to agent:needs-human")
-        .stderr_has("issue-runner: #8 moved to agent:done");
+        .stderr_contains("issue-runner: #3 moved to agent:needs-human")
+        .stderr_contains("issue-runner: #8 moved to agent:done")
+        .run();
     assert_eq!(lab.labels(3), ["agent:needs-human"]);
     let comment = lab.comments(3);
     assert!(
@@ -1292,12 +1283,12 @@ fn issue_runner_stops_when_the_forge_cannot_list_issues() {
     let lab = three_issues();
     lab.gh_fails("issue list");
     lab.runner(&[])
-        .run()
-        .failure()
-        .stderr_has("fake gh: issue list failed: HTTP 502")
-        .stderr_has(
+        .status(1)
+        .stderr_contains("fake gh: issue list failed: HTTP 502")
+        .stderr_contains(
             "issue-runner: listing the open issues labeled agent:todo failed (gh issue list)",
-        );
+        )
+        .run();
     assert_eq!(lab.take_gh_calls(), [LIST]);
     assert_eq!(lab.agent_calls(), 0);
 }
@@ -1307,9 +1298,9 @@ fn issue_runner_takes_nothing_when_the_forge_cannot_move_the_label() {
     let lab = three_issues();
     lab.gh_fails("issue edit");
     lab.runner(&[])
-        .run()
-        .failure()
-        .stderr_has("issue-runner: could not move #3 to agent:working; it was not taken");
+        .status(1)
+        .stderr_contains("issue-runner: could not move #3 to agent:working; it was not taken")
+        .run();
     assert_eq!(lab.labels(3), ["agent:todo"]);
     assert!(!lab.state("claimed").exists());
     assert!(!lab.state("starts/3").exists());
@@ -1323,15 +1314,18 @@ fn issue_runner_that_cannot_clone_leaves_the_issue_to_the_next_run() {
     lab.gh_fails("repo clone");
     // The step fails (a --retry would clone again); the issue stays taken.
     lab.runner(&[])
-        .run()
-        .failure()
-        .stderr_has("issue-runner: cloning o/r failed");
+        .status(1)
+        .stderr_contains("issue-runner: cloning o/r failed")
+        .run();
     assert_eq!(lab.labels(3), ["agent:working"]);
     assert!(lab.state("claimed").is_file());
     assert_eq!(lab.agent_calls(), 0);
 
     lab.gh_fails("");
-    lab.runner(&[]).run().success();
+    lab.runner(&[])
+        .stderr_contains("issue-runner: #3 moved to agent:needs-human")
+        .stderr_contains("issue-runner: #8 moved to agent:done")
+        .run();
     assert_eq!(lab.labels(3), ["agent:needs-human"]);
     assert!(lab.comments(3).contains("ended before the agent finished"));
     assert_eq!(lab.labels(8), ["agent:done"], "then the next issue");
@@ -1344,18 +1338,17 @@ fn issue_runner_that_cannot_label_the_outcome_leaves_it_to_the_next_run() {
     // The 1st edit takes the issue, the 2nd (the outcome) fails.
     lab.gh_fails("issue edit 2");
     lab.runner(&[])
-        .run()
-        .failure()
-        .stderr_has("issue-runner: could not move #3 to agent:done (the next run tries again)");
+        .status(1)
+        .stderr_contains("issue-runner: could not move #3 to agent:done (the next run tries again)")
+        .run();
     assert_eq!(lab.labels(3), ["agent:working"]);
     assert_eq!(lab.agent_calls(), 1);
 
     // The next run applies the outcome the agent reached, not needs-human.
     lab.gh_fails("");
     lab.runner(&[])
-        .run()
-        .success()
-        .stderr_has("issue-runner: #3 moved to agent:done");
+        .stderr_contains("issue-runner: #3 moved to agent:done")
+        .run();
     assert_eq!(lab.labels(3), ["agent:done"]);
     assert_eq!(lab.comments(3), "");
     assert_eq!(lab.agent_calls(), 2, "and #8 after it");
@@ -1366,21 +1359,28 @@ fn issue_runner_starts_an_issue_at_most_max_starts_per_hour() {
     let lab = three_issues();
     // The agent fails every time.
     lab.reply(0, "echo 'crashed' >&2; exit 1");
-    let run = || lab.runner(&[]).env("MAX_STARTS_PER_HOUR", "1").run();
-    run().failure();
+    let run = || lab.runner(&[]).env("MAX_STARTS_PER_HOUR", "1");
+    run()
+        .status(1)
+        .stderr_contains("issue-runner: #3: the agent failed (exit 1)")
+        .run();
     // The next run hands #3 to a human, then takes #8 (which fails too).
-    run().failure();
+    run()
+        .status(1)
+        .stderr_contains("issue-runner: #3 moved to agent:needs-human")
+        .stderr_contains("issue-runner: #8: the agent failed (exit 1)")
+        .run();
     assert_eq!(lab.labels(3), ["agent:needs-human"]);
     // Someone (or some bot) puts #3 back at once: it is not started again
     // within the hour.
     fs::write(lab.labels_path(3), "agent:todo\n").unwrap();
     run()
-        .success()
-        .stderr_has(
+        .stderr_contains(
             "issue-runner: #3: started 1 time(s) in the last hour (MAX_STARTS_PER_HOUR=1); \
              skipped for now",
         )
-        .stderr_has("issue-runner: no open issue labeled agent:todo to take");
+        .stderr_contains("issue-runner: no open issue labeled agent:todo to take")
+        .run();
     assert_eq!(lab.agent_calls(), 2, "#3 was not started again");
     assert_eq!(lab.labels(3), ["agent:todo"]);
     assert_eq!(lab.labels(8), ["agent:needs-human"]);
@@ -1391,14 +1391,14 @@ fn issue_runner_needs_a_repo_and_an_allow_list() {
     let lab = three_issues();
     lab.loopx(&["run", "issue-runner"])
         .env("ALLOWED_AUTHORS", "alice")
-        .run()
-        .failure()
-        .stderr_has("issue-runner: set REPO to the repository to work on (owner/name)");
+        .status(1)
+        .stderr_contains("issue-runner: set REPO to the repository to work on (owner/name)")
+        .run();
     lab.loopx(&["run", "issue-runner"])
         .env("REPO", "o/r")
-        .run()
-        .failure()
-        .stderr_has("issue-runner: set ALLOWED_AUTHORS");
+        .status(1)
+        .stderr_contains("issue-runner: set ALLOWED_AUTHORS")
+        .run();
     assert!(lab.take_gh_calls().is_empty());
     assert_eq!(lab.agent_calls(), 0);
 }
@@ -1414,8 +1414,8 @@ fn forge_cmd_names_another_forge_cli() {
     lab.reply(0, "echo ROUTE: done");
     lab.runner(&[])
         .env("FORGE_CMD", "forge --quiet")
-        .run()
-        .success();
+        .stderr_contains("issue-runner: #3 moved to agent:done")
+        .run();
     assert_eq!(lab.labels(3), ["agent:done"]);
 }
 
@@ -1564,10 +1564,12 @@ fn kubernetes_cronjob_runs_its_loopx_command_line_and_its_exit_code_decides_the_
                 run = run.env(e["name"].as_str().unwrap(), v);
             }
         }
-        run.current_dir(&workdir).run()
+        run.current_dir(&workdir)
     };
     lab.reply(1, "echo step").reply(2, "echo LOOP_DONE");
-    run(&lab).success();
+    run(&lab)
+        .stderr_contains("ralph: the agent marked the task done after 2 iteration(s)")
+        .run();
     let log = PathBuf::from(map(&log_path));
     let start = &events(&log)[0];
     assert_eq!(start["options"]["timeout_ms"], timeout * 1000);
@@ -1583,7 +1585,10 @@ fn kubernetes_cronjob_runs_its_loopx_command_line_and_its_exit_code_decides_the_
     // A run that fails exits non-zero, and the Job fails: here, the
     // workflow is not on the volume.
     fs::rename(lab.p.path(".loopx/ralph"), lab.p.path("ralph.away")).unwrap();
-    run(&lab).failure();
+    run(&lab)
+        .status(1)
+        .stderr("loopx: error: workflow 'ralph' not found in .loopx/ (workflows: none)\n")
+        .run();
     assert_eq!(run_end(&log)["exit_code"], 1);
     assert_eq!(
         path_taken(&log).iter().filter(|s| *s == "|").count(),
@@ -1680,11 +1685,17 @@ fn github_actions_matrix_runs_each_loopx_command_line_on_a_schedule() {
             run = run.env(k, expand(v.as_str().expect("string env"), &values));
         }
         // (npm runs LINT_CMD and TEST_CMD: no update check from a test.)
-        let o = run
-            .env("RUNNER_TEMP", &temp)
+        // The workflow tells how it ended on stderr.
+        let ended = match w {
+            "ralph" => "ralph: the agent marked the task done after 1 iteration(s)",
+            "build-audit-fix" => "build-audit-fix: approved in round 1",
+            "issue-runner" => "issue-runner: no open issue labeled agent:todo to take",
+            _ => panic!("no expected ending for {w}"),
+        };
+        run.env("RUNNER_TEMP", &temp)
             .env("npm_config_update_notifier", "false")
+            .stderr_contains(ended)
             .run();
-        o.success();
         let log = temp.join("loopx.jsonl");
         assert_eq!(run_end(&log)["exit_code"], 0, "{w}");
         let path = path_taken(&log);
@@ -1771,13 +1782,20 @@ fn the_authoring_guides_example_passes_its_own_test_and_shellcheck() {
                 std::env::var("PATH").unwrap_or_default()
             ),
         )
-        .env("TMPDIR", tmp.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .env("TMPDIR", tmp.path());
     util::isolate(&mut cmd, &home);
-    let o = wait_with_output(cmd.spawn().expect("spawn bash"), Duration::from_secs(60));
-    o.success().stdout_is("write-check: all good\n");
+    // The test script tells each try on stderr.
+    Run::command(cmd)
+        .stdout("write-check: all good\n")
+        .stderr(
+            "write-check: try 1 of 3\n\
+             wrote it\n\
+             write-check: the check failed\n\
+             write-check: try 2 of 3\n\
+             fixed it\n\
+             write-check: the check passed\n",
+        )
+        .run();
     // It cleaned up after itself (its mktemp -d directory is gone; loopx
     // keeps its status directory, loopx-<uid>, in TMPDIR).
     let left: Vec<String> = names_in(tmp.path())

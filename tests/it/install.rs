@@ -5,10 +5,8 @@
 //! fetch area is always removed), and `.loopx/` is compared before and after
 //! failed installs (§10.7: nothing written).
 
-#[path = "util/http.rs"]
-mod http;
-mod util;
-
+use crate::util;
+use crate::util::http;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -18,8 +16,8 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use tar::{Builder, EntryType, Header};
 
+use crate::util::{names, Outcome, Project, Run, TempDir};
 use http::{Response, Server};
-use util::{names, Outcome, Project, TempDir};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -51,45 +49,22 @@ impl Env {
         self.tmp.path().join("tmp")
     }
 
-    /// `loopx install <args>` with a private TMPDIR; afterwards the TMPDIR is
+    /// `loopx install <args>` with a private TMPDIR, as a builder: its
+    /// `run()` checks the declared expectations, then that the TMPDIR is
     /// empty and `.loopx/` holds no staging leftovers, whatever happened.
-    fn install(&self, args: &[&str]) -> Outcome {
+    fn install(&self, args: &[&str]) -> Install<'_> {
         let mut all = vec!["install"];
         all.extend_from_slice(args);
-        self.install_with(&all, |r| r)
-    }
-
-    fn install_with(&self, args: &[&str], f: impl FnOnce(util::Run) -> util::Run) -> Outcome {
-        let o = f(self.p.loopx(args).env("TMPDIR", self.tmpdir())).run();
-        let left: Vec<_> = fs::read_dir(self.tmpdir())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert!(
-            left.is_empty(),
-            "TMPDIR not cleaned: {left:?}\n{}",
-            o.stderr
-        );
-        if let Ok(entries) = fs::read_dir(self.p.path(".loopx")) {
-            for e in entries {
-                let name = e.unwrap().file_name().to_string_lossy().into_owned();
-                assert!(!name.starts_with('.'), "staging left in .loopx/: {name}");
-            }
+        Install {
+            env: self,
+            run: self.p.loopx(&all).env("TMPDIR", self.tmpdir()),
         }
-        o
     }
 
     /// A git repository `repos/<dir>` (e.g. `ralph.git`) with one commit
     /// holding `files`; returns its `file://` URL.
     fn repo(&self, dir: &str, files: &[(&str, &str)]) -> String {
-        let path = self.tmp.path().join("repos").join(dir);
-        fs::create_dir_all(&path).unwrap();
-        git(&path, &["init", "-q"]);
-        for (rel, body) in files {
-            write_file(&path.join(rel), body);
-        }
-        commit_all(&path);
-        format!("file://{}", path.display())
+        self.repo_with(dir, files, |_| {})
     }
 
     /// Same as `repo`, then `edit` runs on the work tree before the commit.
@@ -103,6 +78,64 @@ impl Env {
         edit(&path);
         commit_all(&path);
         format!("file://{}", path.display())
+    }
+}
+
+/// `Env::install`'s run: a `Run` whose `run()` also checks the cleanup.
+struct Install<'a> {
+    env: &'a Env,
+    run: Run,
+}
+
+impl Install<'_> {
+    fn with(self, f: impl FnOnce(Run) -> Run) -> Self {
+        Install {
+            env: self.env,
+            run: f(self.run),
+        }
+    }
+
+    fn status(self, code: i32) -> Self {
+        self.with(|r| r.status(code))
+    }
+
+    fn stdout(self, text: &str) -> Self {
+        self.with(|r| r.stdout(text))
+    }
+
+    fn stdout_contains(self, needle: &str) -> Self {
+        self.with(|r| r.stdout_contains(needle))
+    }
+
+    fn stderr(self, text: &str) -> Self {
+        self.with(|r| r.stderr(text))
+    }
+
+    fn stderr_contains(self, needle: &str) -> Self {
+        self.with(|r| r.stderr_contains(needle))
+    }
+
+    fn env(self, k: &str, v: impl Into<std::ffi::OsString>) -> Self {
+        self.with(|r| r.env(k, v))
+    }
+
+    #[track_caller]
+    fn run(self) -> Outcome {
+        let tmpdir = self.env.tmpdir();
+        let loopx_dir = self.env.p.path(".loopx");
+        let o = self.run.run();
+        let left = names(&tmpdir);
+        assert!(left.is_empty(), "TMPDIR not cleaned: {left:?}\n{o}");
+        if let Ok(entries) = fs::read_dir(loopx_dir) {
+            for e in entries {
+                let name = e.unwrap().file_name().to_string_lossy().into_owned();
+                assert!(
+                    !name.starts_with('.'),
+                    "staging left in .loopx/: {name}\n{o}"
+                );
+            }
+        }
+        o
     }
 }
 
@@ -257,12 +290,15 @@ fn shorthand_org_repo_expands_to_a_github_clone_with_prompts_disabled() {
          echo \"GIT_TERMINAL_PROMPT=$GIT_TERMINAL_PROMPT\" >> \"$ARGS_LOG\"\n\
          echo 'fatal: no network in tests' >&2\nexit 128\n",
     );
-    let o = e.install_with(&["install", "myorg/agent-flows"], |r| {
-        r.env("PATH", &bin).env("ARGS_LOG", &log)
-    });
-    o.failure().stdout_empty().stderr_has(
-        "git clone of https://github.com/myorg/agent-flows.git failed: fatal: no network in tests",
-    );
+    e.install(&["myorg/agent-flows"])
+        .env("PATH", &bin)
+        .env("ARGS_LOG", &log)
+        .status(1)
+        .stdout("")
+        .stderr_contains(
+            "git clone of https://github.com/myorg/agent-flows.git failed: fatal: no network in tests",
+        )
+        .run();
     let args = fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = args.lines().collect();
     assert_eq!(
@@ -281,11 +317,12 @@ fn shorthand_org_repo_expands_to_a_github_clone_with_prompts_disabled() {
     assert!(!e.p.exists(".loopx"));
 
     // Known git hosts by exact path shape go to git as well.
-    let o = e.install_with(&["install", "https://gitlab.com/team/flow/"], |r| {
-        r.env("PATH", &bin).env("ARGS_LOG", &log)
-    });
-    o.failure()
-        .stderr_has("git clone of https://gitlab.com/team/flow/ failed");
+    e.install(&["https://gitlab.com/team/flow/"])
+        .env("PATH", &bin)
+        .env("ARGS_LOG", &log)
+        .status(1)
+        .stderr_contains("git clone of https://gitlab.com/team/flow/ failed")
+        .run();
     let args = fs::read_to_string(&log).unwrap();
     assert_eq!(args.lines().nth(5), Some("https://gitlab.com/team/flow/"));
 }
@@ -306,7 +343,7 @@ fn git_sources_are_cloned_from_the_url_exactly_as_given() {
             format!("[url \"{repo}\"]\n\tinsteadOf = \"{given}\"\n"),
         )
         .unwrap();
-        e.install(&["-y", given]).success().stdout_has("repo");
+        e.install(&["-y", given]).stdout_contains("repo").run();
         // The workflow is named after the URL's path, not the rewrite.
         assert!(e.p.exists(".loopx/repo/index.sh"), "{given}");
     }
@@ -316,10 +353,11 @@ fn git_sources_are_cloned_from_the_url_exactly_as_given() {
 fn shorthand_ending_in_dot_git_is_rejected() {
     let e = Env::bare();
     e.install(&["org/repo.git"])
-        .failure()
-        .stdout_empty()
-        .stderr_has("the org/repo shorthand must not end in \".git\"")
-        .stderr_has("https://github.com/org/repo.git");
+        .status(1)
+        .stdout("")
+        .stderr_contains("the org/repo shorthand must not end in \".git\"")
+        .stderr_contains("https://github.com/org/repo.git")
+        .run();
     assert!(!e.p.exists(".loopx"));
 }
 
@@ -329,10 +367,11 @@ fn local_paths_are_refused_with_a_hint_to_use_a_file_url() {
     let e = Env::bare();
     for path in ["./dir", "/abs/path/repo.git", "../flows.tgz"] {
         e.install(&[path])
-            .failure()
-            .stdout_empty()
-            .stderr_has("unsupported source")
-            .stderr_has(&format!("loopx install \"file://$(realpath {path})\""));
+            .status(1)
+            .stdout("")
+            .stderr_contains("unsupported source")
+            .stderr_contains(&format!("loopx install \"file://$(realpath {path})\""))
+            .run();
     }
     assert!(!e.p.exists(".loopx"));
 }
@@ -351,11 +390,12 @@ fn unsupported_sources_are_rejected_with_what_is_supported() {
     ];
     for source in sources {
         e.install(&[&source])
-            .failure()
-            .stdout_empty()
-            .stderr_has("unsupported source")
-            .stderr_has("single-file URLs are not supported")
-            .stderr_has(".tar.gz or .tgz");
+            .status(1)
+            .stdout("")
+            .stderr_contains("unsupported source")
+            .stderr_contains("single-file URLs are not supported")
+            .stderr_contains(".tar.gz or .tgz")
+            .run();
     }
     assert!(server.requests().is_empty(), "{:?}", server.paths());
     assert!(!e.p.exists(".loopx"));
@@ -377,10 +417,9 @@ fn single_workflow_git_source_is_named_after_the_repository_and_copied_whole() {
             ("other/index.sh", "echo nested\n"),
         ],
     );
-    let o = e.install(&[&url]);
-    o.success()
-        .stdout_is("installed workflow 'ralph' into .loopx/ralph\n")
-        .stderr_is_empty();
+    e.install(&[&url])
+        .stdout("installed workflow 'ralph' into .loopx/ralph\n")
+        .run();
     assert_eq!(
         names(&e.p.path(".loopx/ralph")),
         [
@@ -400,9 +439,8 @@ fn single_workflow_git_source_is_named_after_the_repository_and_copied_whole() {
     // Installed and runnable; not a git checkout.
     assert!(!e.p.exists(".loopx/ralph/.git"));
     e.p.loopx(&["run", "-n", "1", "ralph"])
-        .run()
-        .success()
-        .stderr_has("ran");
+        .stderr_contains("ran")
+        .run();
 }
 
 #[test]
@@ -421,12 +459,11 @@ fn multi_workflow_git_source_installs_each_workflow_directory_and_nothing_else()
         ],
     );
     e.install(&[&url])
-        .success()
-        .stdout_is(
+        .stdout(
             "installed workflow 'ralph' into .loopx/ralph\n\
              installed workflow 'review' into .loopx/review\n",
         )
-        .stderr_is_empty();
+        .run();
     // Root files and non-workflow directories are not copied (§10.3).
     assert_eq!(names(&e.p.path(".loopx")), ["ralph", "review"]);
     assert_eq!(names(&e.p.path(".loopx/ralph")), ["index.sh", "lib"]);
@@ -442,9 +479,10 @@ fn zero_workflow_source_is_refused() {
         &[("README.md", "x\n"), ("nested/deeper/index.sh", INDEX)],
     );
     e.install(&[&url])
-        .failure()
-        .stdout_empty()
-        .stderr_has("the source contains no workflows");
+        .status(1)
+        .stdout("")
+        .stderr_contains("the source contains no workflows")
+        .run();
     assert!(!e.p.exists(".loopx"));
 }
 
@@ -455,11 +493,12 @@ fn empty_repository_is_a_clear_error() {
     fs::create_dir_all(&path).unwrap();
     git(&path, &["init", "-q"]);
     e.install(&[&format!("file://{}", path.display())])
-        .failure()
-        .stderr_has(&format!(
+        .status(1)
+        .stderr_contains(&format!(
             "the repository file://{} is empty",
             path.display()
-        ));
+        ))
+        .run();
     assert!(!e.p.exists(".loopx"));
 }
 
@@ -468,9 +507,10 @@ fn git_clone_failure_shows_what_git_said() {
     let e = Env::bare();
     let url = format!("file://{}/repos/missing.git", e.tmp.path().display());
     e.install(&[&url])
-        .failure()
-        .stdout_empty()
-        .stderr_has(&format!("git clone of {url} failed: fatal:"));
+        .status(1)
+        .stdout("")
+        .stderr_contains(&format!("git clone of {url} failed: fatal:"))
+        .run();
     assert!(!e.p.exists(".loopx"));
 }
 
@@ -480,14 +520,18 @@ fn missing_git_or_curl_is_named() {
     let empty_path = e.tmp.path().join("empty-bin");
     fs::create_dir_all(&empty_path).unwrap();
     let url = e.repo("ralph.git", &[("index.sh", INDEX)]);
-    e.install_with(&["install", &url], |r| r.env("PATH", &empty_path))
-        .failure()
-        .stderr_has("`git` was not found on PATH; loopx install needs it to clone git sources");
-    e.install_with(&["install", "http://127.0.0.1:9/flow.tar.gz"], |r| {
-        r.env("PATH", &empty_path)
-    })
-    .failure()
-    .stderr_has("`curl` was not found on PATH; loopx install needs it to download tarball sources");
+    e.install(&[&url])
+        .env("PATH", &empty_path)
+        .status(1)
+        .stderr_contains("`git` was not found on PATH; loopx install needs it to clone git sources")
+        .run();
+    e.install(&["http://127.0.0.1:9/flow.tar.gz"])
+        .env("PATH", &empty_path)
+        .status(1)
+        .stderr_contains(
+            "`curl` was not found on PATH; loopx install needs it to download tarball sources",
+        )
+        .run();
     assert!(!e.p.exists(".loopx"));
 }
 
@@ -505,9 +549,8 @@ fn tarball_wrapper_directory_is_stripped_and_the_workflow_named_after_the_archiv
         ]),
     );
     e.install(&[&server.url_for("/releases/my-flow.tar.gz")])
-        .success()
-        .stdout_is("installed workflow 'my-flow' into .loopx/my-flow\n")
-        .stderr_is_empty();
+        .stdout("installed workflow 'my-flow' into .loopx/my-flow\n")
+        .run();
     // .loopx/ was created (§4.3).
     assert_eq!(
         names(&e.p.path(".loopx/my-flow")),
@@ -527,7 +570,7 @@ fn tarball_with_several_top_level_entries_is_used_as_is() {
         "/flow.tgz",
         tarball(&[("index.sh", INDEX), ("lib/", ""), ("lib/a.sh", "x")]),
     );
-    e.install(&[&server.url_for("/flow.tgz")]).success();
+    e.install(&[&server.url_for("/flow.tgz")]).run();
     assert_eq!(names(&e.p.path(".loopx/flow")), ["index.sh", "lib"]);
 
     // Multi-workflow inside a wrapper: names come from the subdirectories.
@@ -540,9 +583,9 @@ fn tarball_with_several_top_level_entries_is_used_as_is() {
         ]),
     );
     e.install(&[&server.url_for("/bundle.tar.gz")])
-        .success()
-        .stdout_has("'one'")
-        .stdout_has("'two'");
+        .stdout_contains("'one'")
+        .stdout_contains("'two'")
+        .run();
     assert_eq!(names(&e.p.path(".loopx")), ["flow", "one", "two"]);
 }
 
@@ -551,8 +594,8 @@ fn tarball_url_query_and_fragment_are_ignored_for_the_name_but_sent() {
     let e = Env::new();
     let server = serve("/dl/agent.tar.gz", tarball(&[("index.sh", INDEX)]));
     e.install(&[&server.url_for("/dl/agent.tar.gz?token=abc&x=1#frag")])
-        .success()
-        .stdout_is("installed workflow 'agent' into .loopx/agent\n");
+        .stdout("installed workflow 'agent' into .loopx/agent\n")
+        .run();
     let req = &server.requests()[0];
     assert_eq!(req.target, "/dl/agent.tar.gz?token=abc&x=1");
 }
@@ -563,8 +606,8 @@ fn tarball_redirects_are_followed() {
     let server = serve("/cdn/blob-1234", tarball(&[("index.sh", INDEX)]));
     server.route("/flow.tar.gz", Response::redirect(302, "/cdn/blob-1234"));
     e.install(&[&server.url_for("/flow.tar.gz")])
-        .success()
-        .stdout_is("installed workflow 'flow' into .loopx/flow\n");
+        .stdout("installed workflow 'flow' into .loopx/flow\n")
+        .run();
     assert_eq!(server.paths(), ["/flow.tar.gz", "/cdn/blob-1234"]);
 }
 
@@ -577,9 +620,10 @@ fn http_error_status_is_reported() {
     for (path, status) in [("/gone.tar.gz", 404), ("/broken.tar.gz", 500)] {
         let url = server.url_for(path);
         e.install(&[&url])
-            .failure()
-            .stdout_empty()
-            .stderr_has(&format!("download of {url} failed: HTTP status {status}"));
+            .status(1)
+            .stdout("")
+            .stderr_contains(&format!("download of {url} failed: HTTP status {status}"))
+            .run();
     }
     assert!(!e.p.exists(".loopx"));
 }
@@ -592,32 +636,43 @@ fn corrupt_or_non_gzip_archive_is_reported() {
     server.route("/html.tar.gz", Response::ok("<html>not found</html>"));
     server.route("/cut.tar.gz", Response::ok(good[..good.len() / 2].to_vec()));
     e.install(&[&server.url_for("/html.tar.gz")])
-        .failure()
-        .stderr_has("cannot extract the tarball from")
-        .stderr_has("not a gzip archive");
+        .status(1)
+        .stderr_contains("cannot extract the tarball from")
+        .stderr_contains("not a gzip archive")
+        .run();
     e.install(&[&server.url_for("/cut.tar.gz")])
-        .failure()
-        .stderr_has("corrupt archive");
+        .status(1)
+        .stderr_contains("corrupt archive")
+        .run();
     assert!(!e.p.exists(".loopx"));
 }
 
 // ---------------------------------------------------------------- hostile archives
 
-/// Installs a hostile archive, which must fail (or, with `ok`, succeed)
-/// without writing anything outside the staging area; returns stderr.
-fn hostile(e: &Env, bytes: Vec<u8>, ok: bool) -> String {
+/// Installs a hostile archive, which must fail with stderr containing every
+/// one of `refused_with` (or, where that is empty, succeed quietly) without
+/// writing anything outside the staging area.
+#[track_caller]
+fn hostile(e: &Env, bytes: Vec<u8>, refused_with: &[&str]) {
     let before = snapshot(e.p.root());
     let outside = snapshot(e.tmp.path());
     let server = serve("/evil.tar.gz", bytes);
-    let o = e.install(&[&server.url_for("/evil.tar.gz")]);
-    if ok {
-        o.success();
-    } else {
-        o.failure().stdout_empty();
-        assert_eq!(snapshot(e.p.root()), before, "project changed");
+    let mut install = e.install(&[&server.url_for("/evil.tar.gz")]);
+    if !refused_with.is_empty() {
+        install = install.status(1).stdout("");
     }
-    assert_eq!(snapshot(e.tmp.path()), outside, "files appeared outside");
-    o.stderr.clone()
+    for needle in refused_with {
+        install = install.stderr_contains(needle);
+    }
+    let o = install.run();
+    if !refused_with.is_empty() {
+        assert_eq!(snapshot(e.p.root()), before, "project changed\n{o}");
+    }
+    assert_eq!(
+        snapshot(e.tmp.path()),
+        outside,
+        "files appeared outside\n{o}"
+    );
 }
 
 #[test]
@@ -625,30 +680,25 @@ fn hostile_archive_entries_are_refused_and_nothing_escapes() {
     let e = Env::new();
     let victim = e.tmp.path().join("victim");
     let abs = victim.to_str().unwrap().as_bytes().to_vec();
-    let err = hostile(
+    hostile(
         &e,
         tarball_raw(|b| {
             raw(b, EntryType::Regular, b"flow/index.sh", b"", b"echo");
             raw(b, EntryType::Regular, &abs, b"", b"pwned");
         }),
-        false,
-    );
-    assert!(
-        err.contains("refusing archive entry") && err.contains("absolute"),
-        "{err}"
+        &["refusing archive entry", "absolute"],
     );
 
     for name in [&b"../../../../victim"[..], b"flow/../../victim"] {
-        let err = hostile(
+        hostile(
             &e,
             tarball_raw(|b| raw(b, EntryType::Regular, name, b"", b"pwned")),
-            false,
+            &["\"..\""],
         );
-        assert!(err.contains("\"..\""), "{err}");
     }
 
     // A symlink out of the archive, then a write through it.
-    let err = hostile(
+    hostile(
         &e,
         tarball_raw(|b| {
             raw(b, EntryType::Regular, b"flow/index.sh", b"", b"echo");
@@ -661,29 +711,26 @@ fn hostile_archive_entries_are_refused_and_nothing_escapes() {
             );
             raw(b, EntryType::Regular, b"flow/out/victim", b"", b"pwned");
         }),
-        false,
+        &["absolute"],
     );
-    assert!(err.contains("absolute"), "{err}");
-    let err = hostile(
+    hostile(
         &e,
         tarball_raw(|b| {
             raw(b, EntryType::Symlink, b"flow/up", b"../../../..", b"");
             raw(b, EntryType::Regular, b"flow/up/victim", b"", b"pwned");
         }),
-        false,
+        &["outside"],
     );
-    assert!(err.contains("outside"), "{err}");
 
     // A hard link to a file outside the archive.
-    let err = hostile(
+    hostile(
         &e,
         tarball_raw(|b| {
             raw(b, EntryType::Regular, b"flow/index.sh", b"", b"echo");
             raw(b, EntryType::Link, b"flow/passwd", b"/etc/passwd", b"");
         }),
-        false,
+        &["hard link"],
     );
-    assert!(err.contains("hard link"), "{err}");
     assert!(!victim.exists());
 }
 
@@ -698,7 +745,7 @@ fn archive_devices_and_fifos_are_not_created() {
             raw(b, EntryType::Char, b"flow/null", b"", b"");
             raw(b, EntryType::Block, b"flow/disk", b"", b"");
         }),
-        true,
+        &[],
     );
     assert_eq!(names(&e.p.path(".loopx/evil")), ["index.sh"]);
 }
@@ -720,9 +767,12 @@ fn symlinks_leaving_a_workflow_are_refused_even_inside_the_source() {
         },
     );
     let before = snapshot(e.p.root());
-    e.install(&[&url]).failure().stderr_has(
-        "workflow 'a': symlink 'common.txt' points outside the workflow ('../shared/common.txt')",
-    );
+    e.install(&[&url])
+        .status(1)
+        .stderr_contains(
+            "workflow 'a': symlink 'common.txt' points outside the workflow ('../shared/common.txt')",
+        )
+        .run();
     assert_eq!(snapshot(e.p.root()), before);
     // Links within the workflow are kept as links.
     let url = e.repo_with(
@@ -730,7 +780,7 @@ fn symlinks_leaving_a_workflow_are_refused_even_inside_the_source() {
         &[("index.sh", INDEX), ("lib/data.txt", "d\n")],
         |root| std::os::unix::fs::symlink("lib/data.txt", root.join("data.txt")).unwrap(),
     );
-    e.install(&[&url]).success();
+    e.install(&[&url]).run();
     assert_eq!(
         fs::read_link(e.p.path(".loopx/inner/data.txt")).unwrap(),
         Path::new("lib/data.txt")
@@ -758,10 +808,11 @@ fn install_time_validation_failures_are_refused() {
     ];
     for (url, message) in cases {
         e.install(&[&url])
-            .failure()
-            .stdout_empty()
-            .stderr_has("install refused, nothing was installed:")
-            .stderr_has(message);
+            .status(1)
+            .stdout("")
+            .stderr_contains("install refused, nothing was installed:")
+            .stderr_contains(message)
+            .run();
     }
     assert!(names(&e.p.path(".loopx")).is_empty());
 }
@@ -776,12 +827,13 @@ fn existing_workflow_is_refused_without_y_and_replaced_with_y() {
     let url = e.repo("ralph.git", &[("index.sh", INDEX)]);
     let before = snapshot(e.p.root());
     e.install(&[&url])
-        .failure()
-        .stderr_has("workflow 'ralph' already exists at .loopx/ralph; use -y to replace it");
+        .status(1)
+        .stderr_contains("workflow 'ralph' already exists at .loopx/ralph; use -y to replace it")
+        .run();
     assert_eq!(snapshot(e.p.root()), before);
     e.install(&["-y", &url])
-        .success()
-        .stdout_is("installed workflow 'ralph' into .loopx/ralph (replaced)\n");
+        .stdout("installed workflow 'ralph' into .loopx/ralph (replaced)\n")
+        .run();
     assert_eq!(names(&e.p.path(".loopx/ralph")), ["index.sh"]);
     assert_eq!(e.p.read(".loopx/ralph/index.sh"), INDEX);
 }
@@ -794,9 +846,10 @@ fn y_replaces_a_symlinked_workflow_by_removing_the_link_not_its_target() {
     let url = e.repo("ralph.git", &[("index.sh", INDEX)]);
     // The structural check follows the link: it is a workflow.
     e.install(&[&url])
-        .failure()
-        .stderr_has("use -y to replace it");
-    e.install(&["-y", &url]).success();
+        .status(1)
+        .stderr_contains("use -y to replace it")
+        .run();
+    e.install(&["-y", &url]).run();
     let meta = fs::symlink_metadata(e.p.path(".loopx/ralph")).unwrap();
     assert!(meta.is_dir() && !meta.file_type().is_symlink());
     assert_eq!(e.p.read(".loopx/ralph/index.sh"), INDEX);
@@ -814,9 +867,10 @@ fn y_never_replaces_a_non_workflow_path() {
     for name in ["notes", "data", "linked"] {
         let url = e.repo(&format!("{name}.git"), &[("index.sh", INDEX)]);
         e.install(&["-y", &url])
-            .failure()
-            .stderr_has(&format!(".loopx/{name} already exists and is"))
-            .stderr_has("-y only replaces workflows");
+            .status(1)
+            .stderr_contains(&format!(".loopx/{name} already exists and is"))
+            .stderr_contains("-y only replaces workflows")
+            .run();
     }
     assert_eq!(snapshot(e.p.root()), before);
 }
@@ -829,7 +883,7 @@ fn collision_check_is_local_to_the_target_path() {
         .script("broken", "a.ts", "x");
     e.p.script("ralph", "index.sh", "old");
     let url = e.repo("ralph.git", &[("index.sh", INDEX)]);
-    e.install(&["-y", &url]).success();
+    e.install(&["-y", &url]).run();
     assert_eq!(e.p.read(".loopx/ralph/index.sh"), INDEX);
 }
 
@@ -848,15 +902,18 @@ fn version_mismatch_blocks_unless_y() {
             ),
         ],
     );
-    e.install(&[&url]).failure().stderr_has(&format!(
-        "workflow 'pinned' requires loopx version >=999.0.0 (package.json devDependencies), \
-         but the running version is {VERSION}; use -y to install it anyway"
-    ));
+    e.install(&[&url])
+        .status(1)
+        .stderr_contains(&format!(
+            "workflow 'pinned' requires loopx version >=999.0.0 (package.json devDependencies), \
+             but the running version is {VERSION}; use -y to install it anyway"
+        ))
+        .run();
     assert!(!e.p.exists(".loopx/pinned"));
     e.install(&["-y", &url])
-        .success()
-        .stderr_has("requires loopx version >=999.0.0")
-        .stderr_has("installing anyway (-y)");
+        .stderr_contains("requires loopx version >=999.0.0")
+        .stderr_contains("installing anyway (-y)")
+        .run();
     // The declaration is kept (§10.6).
     assert!(e.p.read(".loopx/pinned/package.json").contains(">=999.0.0"));
 }
@@ -871,7 +928,7 @@ fn satisfied_range_installs_quietly() {
             ("package.json", &format!(r#"{{"dependencies":{{"loopx":"^{VERSION}"}},"optionalDependencies":{{"loopx":">=999"}}}}"#)),
         ],
     );
-    e.install(&[&url]).success().stderr_is_empty();
+    e.install(&[&url]).stderr("").run();
 }
 
 #[test]
@@ -891,10 +948,11 @@ fn broken_package_json_warns_but_installs() {
             &format!("{name}.git"),
             &[("index.sh", INDEX), ("package.json", body)],
         );
-        let o = e.install(&[&url]);
-        o.success()
-            .stderr_has(&format!("loopx: warning: workflow '{name}': {warning}"));
-        assert_eq!(o.stderr.matches("warning").count(), 1, "{}", o.stderr);
+        let o = e
+            .install(&[&url])
+            .stderr_contains(&format!("loopx: warning: workflow '{name}': {warning}"))
+            .run();
+        assert_eq!(o.stderr.matches("warning").count(), 1, "{o}");
     }
     // Unreadable (a directory where the file should be).
     let url = e.repo(
@@ -902,8 +960,8 @@ fn broken_package_json_warns_but_installs() {
         &[("index.sh", INDEX), ("package.json/x", "y")],
     );
     e.install(&[&url])
-        .success()
-        .stderr_has("workflow 'unreadable': package.json cannot be read");
+        .stderr_contains("workflow 'unreadable': package.json cannot be read")
+        .run();
 }
 
 /// §10.6 judges the workflow as it will be installed: the warning an
@@ -928,12 +986,17 @@ fn install_time_version_checks_judge_the_workflow_as_installed() {
     });
     let server = serve("/flows.tgz", archive);
     let url = server.url_for("/flows.tgz");
-    let o = e.install(&[&url]);
-    o.failure().stderr_has(
-        "workflow 'sealed' requires loopx version >=999.0.0 (package.json dependencies)",
-    );
-    let o = e.install(&["-y", &url]);
-    o.success();
+    e.install(&[&url])
+        .status(1)
+        .stderr_contains(
+            "workflow 'sealed' requires loopx version >=999.0.0 (package.json dependencies)",
+        )
+        .run();
+    let o = e
+        .install(&["-y", &url])
+        .stderr_contains("loopx: warning: workflow 'broken': package.json cannot be read (")
+        .stderr_contains("installing anyway (-y)")
+        .run();
     let warning = |stderr: &str| -> Vec<String> {
         stderr
             .lines()
@@ -942,12 +1005,16 @@ fn install_time_version_checks_judge_the_workflow_as_installed() {
             .collect()
     };
     let at_install = warning(&o.stderr);
-    assert_eq!(at_install.len(), 1, "{}", o.stderr);
-    assert!(at_install[0]
-        .starts_with("loopx: warning: workflow 'broken': package.json cannot be read ("));
-    let run = e.p.loopx(&["run", "broken"]).run();
-    run.success();
-    assert_eq!(warning(&run.stderr), at_install);
+    assert_eq!(at_install.len(), 1, "{o}");
+    assert!(
+        at_install[0]
+            .starts_with("loopx: warning: workflow 'broken': package.json cannot be read ("),
+        "{o}"
+    );
+    // `loopx run` prints that same warning, and nothing else.
+    e.p.loopx(&["run", "broken"])
+        .stderr(&format!("{}\n", at_install[0]))
+        .run();
 }
 
 // ---------------------------------------------------------------- §10.7 atomicity
@@ -971,36 +1038,41 @@ fn a_failing_workflow_leaves_every_other_one_unwritten_with_one_aggregated_error
         ],
     );
     let before = snapshot(e.p.root());
-    let o = e.install(&[&url]);
-    o.failure().stdout_empty();
+    let o = e
+        .install(&[&url])
+        .status(1)
+        .stdout("")
+        .stderr_contains("loopx: error: install refused, nothing was installed:\n")
+        .run();
     let lines: Vec<&str> = o.stderr.lines().collect();
     assert_eq!(
-        lines[0],
-        "loopx: error: install refused, nothing was installed:"
+        lines[0], "loopx: error: install refused, nothing was installed:",
+        "{o}"
     );
-    assert_eq!(lines.len(), 4, "{}", o.stderr);
+    assert_eq!(lines.len(), 4, "{o}");
     assert!(
         lines[1].contains("name collision in workflow 'beta': script 'check'"),
-        "{}",
-        o.stderr
+        "{o}"
     );
     assert!(
         lines[2].contains("workflow 'existing' already exists"),
-        "{}",
-        o.stderr
+        "{o}"
     );
     assert!(
         lines[3].contains("workflow 'gamma' requires loopx version >=999"),
-        "{}",
-        o.stderr
+        "{o}"
     );
     assert_eq!(snapshot(e.p.root()), before);
     // -y settles the collision and the mismatch, not the invalid workflow.
-    let o = e.install(&["-y", &url]);
-    o.failure();
+    let o = e
+        .install(&["-y", &url])
+        .status(1)
+        .stderr_contains("  - ")
+        .run();
     assert_eq!(
         o.stderr.lines().filter(|l| l.starts_with("  - ")).count(),
-        1
+        1,
+        "{o}"
     );
     assert_eq!(snapshot(e.p.root()), before);
 }
@@ -1012,7 +1084,10 @@ fn failed_install_does_not_create_loopx_dir() {
         "flows.git",
         &[("a/index.sh", INDEX), ("b/x.sh", "x"), ("b/x.js", "x")],
     );
-    e.install(&[&url]).failure();
+    e.install(&[&url])
+        .status(1)
+        .stderr_contains("install refused, nothing was installed:")
+        .run();
     assert!(!e.p.exists(".loopx"));
 }
 
@@ -1031,10 +1106,10 @@ fn w_installs_only_the_selected_workflow_and_ignores_invalid_siblings() {
         ],
     );
     e.install(&["-w", "good", &url])
-        .success()
-        .stdout_is("installed workflow 'good' into .loopx/good\n");
+        .stdout("installed workflow 'good' into .loopx/good\n")
+        .run();
     assert_eq!(names(&e.p.path(".loopx")), ["good"]);
-    e.install(&["--workflow", "other", &url]).success();
+    e.install(&["--workflow", "other", &url]).run();
     assert_eq!(names(&e.p.path(".loopx")), ["good", "other"]);
 }
 
@@ -1051,10 +1126,11 @@ fn w_naming_no_workflow_of_the_source_is_an_error() {
     );
     for name in ["missing", "docs"] {
         e.install(&["-w", name, &url])
-            .failure()
-            .stderr_has(&format!(
+            .status(1)
+            .stderr_contains(&format!(
                 "-w {name}: the source has no workflow named '{name}' (workflows: a, b)"
-            ));
+            ))
+            .run();
     }
     assert!(names(&e.p.path(".loopx")).is_empty());
 }
@@ -1068,8 +1144,9 @@ fn w_with_a_single_workflow_source_is_an_error() {
     );
     for name in ["ralph", "anything"] {
         e.install(&["-w", name, &url])
-            .failure()
-            .stderr_has(&format!("-w {name}: the source is a single workflow"));
+            .status(1)
+            .stderr_contains(&format!("-w {name}: the source is a single workflow"))
+            .run();
     }
     assert!(names(&e.p.path(".loopx")).is_empty());
 }
@@ -1086,7 +1163,7 @@ fn install_does_not_install_dependencies() {
             ("package.json", r#"{"dependencies":{"left-pad":"1.0.0"}}"#),
         ],
     );
-    e.install(&[&url]).success();
+    e.install(&[&url]).run();
     assert_eq!(
         names(&e.p.path(".loopx/deps")),
         ["index.ts", "package.json"]
@@ -1100,8 +1177,7 @@ fn install_writes_into_the_project_root_only() {
     let sub = e.p.path("sub");
     fs::create_dir_all(&sub).unwrap();
     let url = e.repo("ralph.git", &[("index.sh", INDEX)]);
-    e.install_with(&["install", &url], |r| r.current_dir(&sub))
-        .success();
+    e.install(&[&url]).with(|r| r.current_dir(&sub)).run();
     assert!(sub.join(".loopx/ralph/index.sh").is_file());
     assert!(names(&e.p.path(".loopx")).is_empty());
 }
@@ -1109,8 +1185,7 @@ fn install_writes_into_the_project_root_only() {
 #[test]
 fn install_help_documents_sources_and_options() {
     let p = Project::bare();
-    let o = p.loopx(&["install", "--help"]).run();
-    o.success().stderr_is_empty();
+    let mut help = p.loopx(&["install", "--help"]);
     for needle in [
         "<org>/<repo>",
         "github.com",
@@ -1124,8 +1199,9 @@ fn install_help_documents_sources_and_options() {
         "one workflow",
         "npm install",
     ] {
-        o.stdout_has(needle);
+        help = help.stdout_contains(needle);
     }
+    help.run();
 }
 
 #[test]
@@ -1140,33 +1216,20 @@ fn interrupted_install_exits_with_the_signal_code_and_cleans_up() {
         "#!/bin/sh\nmkdir -p \"$7\"\ntouch \"$READY\"\n\
          while [ ! -e \"$GO\" ]; do sleep 0.05; done\nexit 128\n",
     );
-    let mut run =
+    let running =
         e.p.loopx(&["install", "org/repo"])
             .env("TMPDIR", e.tmpdir())
             .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
             .env("READY", &ready)
-            .env("GO", &go);
-    run.cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .stdin(std::process::Stdio::null());
-    let child = run.cmd.spawn().unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !ready.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "fake git never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+            .env("GO", &go)
+            .timeout(std::time::Duration::from_secs(30))
+            .status(130)
+            .stdout("")
+            .start();
+    util::procs::wait_until("the fake git started", || ready.exists());
+    running.signal(libc::SIGINT);
     fs::write(&go, "").unwrap();
-    let o = util::wait_with_output(child, std::time::Duration::from_secs(30));
-    o.code(130).stdout_empty();
+    running.finish();
     assert!(names(&e.tmpdir()).is_empty(), "{:?}", names(&e.tmpdir()));
     assert!(!e.p.exists(".loopx"));
 }

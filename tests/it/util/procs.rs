@@ -1,61 +1,17 @@
 //! Helpers for process-level tests: loopx started in its own process group so
 //! a test can send it real signals, polling for readiness files, looking for
 //! surviving processes in /proc, and a pseudo-terminal driver.
-#![allow(dead_code)]
 
 use std::fs;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::util::{isolate, loopx_bin, wait_with_output, Outcome, Project, Run};
+use crate::util::{isolate, loopx_bin, Project};
 
 /// How long any readiness wait may take before the test fails.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// A running loopx, leader of its own process group (so signals sent to it
-/// cannot reach the test harness, and the harness's cannot reach it).
-pub struct Running {
-    pub child: Child,
-    pub started: Instant,
-}
-
-impl Running {
-    pub fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
-    pub fn signal(&self, sig: i32) {
-        // SAFETY: signalling our own child.
-        let r = unsafe { libc::kill(self.pid(), sig) };
-        assert_eq!(r, 0, "kill({}, {sig})", self.pid());
-    }
-
-    /// Waits for exit (generous bound) and collects stdout/stderr.
-    pub fn finish(self) -> Outcome {
-        wait_with_output(self.child, Duration::from_secs(60))
-    }
-}
-
-/// Starts `run` in the background with piped stdout/stderr and no stdin.
-pub fn start(run: Run) -> Running {
-    start_with_stdin(run, Stdio::null())
-}
-
-pub fn start_with_stdin(mut run: Run, stdin: Stdio) -> Running {
-    run.cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(stdin)
-        .process_group(0);
-    let child = run.cmd.spawn().expect("spawn loopx");
-    Running {
-        child,
-        started: Instant::now(),
-    }
-}
 
 /// Polls until `path` exists and is non-empty.
 #[track_caller]

@@ -15,7 +15,6 @@
 //! server.route("/old", http::Response::redirect(302, "/new"));
 //! let url = server.url(); // http://127.0.0.1:PORT
 //! ```
-#![allow(dead_code)]
 
 use std::fs;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -40,7 +39,6 @@ pub struct Request {
     /// The target's path, percent-decoded, without the query string.
     pub path: String,
     pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
 }
 
 impl Request {
@@ -57,7 +55,6 @@ impl Request {
 #[derive(Clone, Debug)]
 pub struct Response {
     body: Body,
-    delay: Option<Duration>,
 }
 
 #[derive(Clone, Debug)]
@@ -90,7 +87,6 @@ impl Response {
                 headers: Vec::new(),
                 body,
             },
-            delay: None,
         }
     }
 
@@ -104,7 +100,6 @@ impl Response {
     pub fn raw(bytes: impl Into<Vec<u8>>) -> Response {
         Response {
             body: Body::Raw(bytes.into()),
-            delay: None,
         }
     }
 
@@ -122,12 +117,6 @@ impl Response {
         if let Body::Http { headers, .. } = &mut self.body {
             headers.push((name.to_string(), value.to_string()));
         }
-        self
-    }
-
-    /// Waits this long before answering (slow servers, client time-outs).
-    pub fn delay(mut self, delay: Duration) -> Response {
-        self.delay = Some(delay);
         self
     }
 }
@@ -181,10 +170,6 @@ impl Server {
             stop,
             thread: Some(thread),
         })
-    }
-
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
     }
 
     /// `http://127.0.0.1:PORT`, without a trailing slash.
@@ -317,6 +302,7 @@ fn read_request(mut reader: BufReader<TcpStream>) -> Result<Request, u16> {
     if length > MAX_REQUEST {
         return Err(413);
     }
+    // Read (and drop) the body, so the connection stays in step.
     let mut body = vec![0; length];
     reader.read_exact(&mut body).map_err(|_| 400u16)?;
     let raw_path = target.split(['?', '#']).next().unwrap_or("");
@@ -325,7 +311,6 @@ fn read_request(mut reader: BufReader<TcpStream>) -> Result<Request, u16> {
         target: target.to_string(),
         path: percent_decode(raw_path).ok_or(400u16)?,
         headers,
-        body,
     })
 }
 
@@ -366,9 +351,6 @@ fn file_under(root: &Path, path: &str) -> Option<PathBuf> {
 /// Writes `response`; `head_only` (a HEAD request) keeps the body's
 /// Content-Length but not the body.
 fn write_response(out: &mut TcpStream, response: Response, head_only: bool) -> io::Result<()> {
-    if let Some(delay) = response.delay {
-        thread::sleep(delay);
-    }
     match response.body {
         Body::Raw(bytes) => out.write_all(&bytes)?,
         Body::Http {

@@ -1,6 +1,9 @@
 //! Test helpers: temporary projects with `.loopx/` workflows and a runner for
 //! the real `loopx` binary, so each test reads like the spec clause it checks.
-#![allow(dead_code)]
+
+pub mod http;
+pub mod procs;
+pub mod release;
 
 use std::ffi::OsString;
 use std::fs;
@@ -94,7 +97,8 @@ impl Drop for TempDir {
 
 /// A project root with its own private HOME and XDG_CONFIG_HOME.
 pub struct Project {
-    tmp: TempDir,
+    // Held for its Drop: the directories go when the project does.
+    _tmp: TempDir,
     root: PathBuf,
     home: PathBuf,
 }
@@ -114,7 +118,11 @@ impl Project {
         let home = tmp.path().join("home");
         fs::create_dir_all(&root).expect("create root");
         fs::create_dir_all(home.join(".config")).expect("create home");
-        Project { tmp, root, home }
+        Project {
+            _tmp: tmp,
+            root,
+            home,
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -185,11 +193,7 @@ impl Project {
         let mut cmd = Command::new(bin);
         cmd.args(args).current_dir(&self.root);
         isolate(&mut cmd, &self.home);
-        Run {
-            cmd,
-            stdin: None,
-            timeout: Duration::from_secs(60),
-        }
+        Run::command(cmd)
     }
 }
 
@@ -207,14 +211,97 @@ pub fn isolate(cmd: &mut Command, home: &Path) {
         .env_remove("XDG_CACHE_HOME");
 }
 
-/// A configured invocation.
+/// What a run is expected to end with. Strict by default (just's `Test` is
+/// the model): exit 0 and an empty stderr, unless the test declares
+/// otherwise. Stdout is checked only where the test says what it holds.
+struct Expect {
+    status: Status,
+    stdout: Vec<Text>,
+    stderr: Vec<Text>,
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Status {
+    Code(i32),
+    Signal(i32),
+}
+
+enum Text {
+    Is(String),
+    Contains(String),
+    Lacks(String),
+    /// Exactly this many lines.
+    Lines(usize),
+    /// Not checked: the test reads it itself, or it is another tool's.
+    Any,
+}
+
+impl Text {
+    /// Whether this check says what the stream holds (so the default
+    /// "empty" no longer applies); `Lacks` alone does not.
+    fn is_positive(&self) -> bool {
+        !matches!(self, Text::Lacks(_))
+    }
+
+    fn failure(&self, stream: &str, actual: &str) -> Option<String> {
+        match self {
+            Text::Is(want) if actual != want => Some(format!(
+                "{stream} should be exactly:\n{want}\n--- (end of expected {stream})"
+            )),
+            Text::Contains(needle) if !actual.contains(needle.as_str()) => {
+                Some(format!("{stream} should contain {needle:?}"))
+            }
+            Text::Lacks(needle) if actual.contains(needle.as_str()) => {
+                Some(format!("{stream} should not contain {needle:?}"))
+            }
+            Text::Lines(n) if actual.lines().count() != *n => {
+                Some(format!("{stream} should have {n} lines"))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The first way `actual` fails `checks`; with no positive check, the
+/// stream must be empty.
+fn text_failure(
+    stream: &str,
+    checks: &[Text],
+    actual: &str,
+    empty_by_default: bool,
+) -> Option<String> {
+    if empty_by_default && !checks.iter().any(Text::is_positive) && !actual.is_empty() {
+        return Some(format!(
+            "{stream} should be empty (declare what it holds if that is expected)"
+        ));
+    }
+    checks.iter().find_map(|c| c.failure(stream, actual))
+}
+
+/// A configured invocation with its expectations; `run()` (or `start()` and
+/// `Running::finish()`) executes it and checks them.
 pub struct Run {
     pub cmd: Command,
     stdin: Option<Vec<u8>>,
     timeout: Duration,
+    expect: Expect,
 }
 
 impl Run {
+    /// Any command (npm, bash, a fake CLI) with the same strict checks.
+    pub fn command(cmd: Command) -> Run {
+        Run {
+            cmd,
+            stdin: None,
+            timeout: Duration::from_secs(60),
+            expect: Expect {
+                status: Status::Code(0),
+                stdout: Vec::new(),
+                stderr: Vec::new(),
+            },
+        }
+    }
+
     pub fn env(mut self, k: &str, v: impl Into<OsString>) -> Run {
         self.cmd.env(k, v.into());
         self
@@ -222,6 +309,11 @@ impl Run {
 
     pub fn env_remove(mut self, k: &str) -> Run {
         self.cmd.env_remove(k);
+        self
+    }
+
+    pub fn arg(mut self, a: impl AsRef<std::ffi::OsStr>) -> Run {
+        self.cmd.arg(a);
         self
     }
 
@@ -241,29 +333,180 @@ impl Run {
         self
     }
 
-    /// Runs to completion (killing it after the timeout) and captures output.
+    // ------------------------------------------------------- expectations
+
+    /// Expects exit code `code` (default 0).
+    pub fn status(mut self, code: i32) -> Run {
+        self.expect.status = Status::Code(code);
+        self
+    }
+
+    /// Expects death by signal `sig`.
+    pub fn signal(mut self, sig: i32) -> Run {
+        self.expect.status = Status::Signal(sig);
+        self
+    }
+
+    /// Expects stdout to be exactly `text`.
+    pub fn stdout(mut self, text: &str) -> Run {
+        self.expect.stdout.push(Text::Is(text.to_string()));
+        self
+    }
+
+    pub fn stdout_contains(mut self, needle: &str) -> Run {
+        self.expect.stdout.push(Text::Contains(needle.to_string()));
+        self
+    }
+
+    /// Expects stderr to be exactly `text` (default: empty).
+    pub fn stderr(mut self, text: &str) -> Run {
+        self.expect.stderr.push(Text::Is(text.to_string()));
+        self
+    }
+
+    pub fn stderr_contains(mut self, needle: &str) -> Run {
+        self.expect.stderr.push(Text::Contains(needle.to_string()));
+        self
+    }
+
+    pub fn stderr_lacks(mut self, needle: &str) -> Run {
+        self.expect.stderr.push(Text::Lacks(needle.to_string()));
+        self
+    }
+
+    /// Leaves stderr unchecked: for another tool's chatter (cargo, npm) or
+    /// where the test inspects it itself.
+    pub fn stderr_any(mut self) -> Run {
+        self.expect.stderr.push(Text::Any);
+        self
+    }
+
+    /// A usage error: exit 1, nothing on stdout, and on stderr exactly one
+    /// line naming the problem (containing `needle`), then the help hint.
+    pub fn usage_error(self, needle: &str, help: &str) -> Run {
+        let hint = format!("\nhint: see '{help}'\n");
+        self.status(1)
+            .stdout("")
+            .stderr_contains("loopx: error: ")
+            .stderr_contains(needle)
+            .stderr_contains(&hint)
+            .stderr_lines(2)
+    }
+
+    fn stderr_lines(mut self, n: usize) -> Run {
+        self.expect.stderr.push(Text::Lines(n));
+        self
+    }
+
+    // ---------------------------------------------------------- execution
+
+    /// Runs to completion (killed after the timeout), then checks every
+    /// expectation; a failure shows the command, cwd, status and output.
+    #[track_caller]
     pub fn run(mut self) -> Outcome {
+        let stdin = if self.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        };
         self.cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .stdin(if self.stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            });
-        let mut child = self.cmd.spawn().expect("spawn loopx");
+            .stdin(stdin);
+        let desc = describe(&self.cmd);
+        let mut child = self
+            .cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", desc.command));
         if let Some(data) = self.stdin.take() {
             let mut w = child.stdin.take().expect("stdin");
             thread::spawn(move || {
                 let _ = w.write_all(&data);
             });
         }
-        wait_with_output(child, self.timeout)
+        let out = collect(child, self.timeout, desc);
+        out.check(&self.expect);
+        out
+    }
+
+    /// Starts the command in the background, leader of its own process
+    /// group (so signals sent to it cannot reach the test harness), with
+    /// piped stdout/stderr; `Running::finish` checks the expectations.
+    pub fn start(self) -> Running {
+        self.start_with_stdin(Stdio::null())
+    }
+
+    pub fn start_with_stdin(mut self, stdin: Stdio) -> Running {
+        use std::os::unix::process::CommandExt;
+        self.cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdin(stdin)
+            .process_group(0);
+        let desc = describe(&self.cmd);
+        let child = self
+            .cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", desc.command));
+        Running {
+            child,
+            desc,
+            expect: self.expect,
+            timeout: self.timeout,
+        }
     }
 }
 
+/// A command started by `Run::start`.
+pub struct Running {
+    pub child: Child,
+    desc: Described,
+    expect: Expect,
+    timeout: Duration,
+}
+
+impl Running {
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: signalling our own child.
+        let r = unsafe { libc::kill(self.pid(), sig) };
+        assert_eq!(r, 0, "kill({}, {sig})", self.pid());
+    }
+
+    /// Waits for the exit (within the run's timeout), collects the output
+    /// and checks the expectations.
+    #[track_caller]
+    pub fn finish(self) -> Outcome {
+        let out = collect(self.child, self.timeout, self.desc);
+        out.check(&self.expect);
+        out
+    }
+}
+
+/// The command line and working directory, for failure messages.
+struct Described {
+    command: String,
+    cwd: String,
+}
+
+fn describe(cmd: &Command) -> Described {
+    let mut command = cmd.get_program().to_string_lossy().into_owned();
+    for a in cmd.get_args() {
+        command.push(' ');
+        command.push_str(&sh_quote(&a.to_string_lossy()));
+    }
+    let cwd = cmd
+        .get_current_dir()
+        .map(|d| d.display().to_string())
+        .unwrap_or_else(|| "(the test's own)".to_string());
+    Described { command, cwd }
+}
+
 /// Waits for a child with a deadline, reading its stdout/stderr in threads.
-pub fn wait_with_output(mut child: Child, timeout: Duration) -> Outcome {
+fn collect(mut child: Child, timeout: Duration, desc: Described) -> Outcome {
     let mut out = child.stdout.take().expect("stdout");
     let mut err = child.stderr.take().expect("stderr");
     let t_out = thread::spawn(move || {
@@ -284,7 +527,10 @@ pub fn wait_with_output(mut child: Child, timeout: Duration) -> Outcome {
         if start.elapsed() > timeout {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("loopx did not finish within {timeout:?}");
+            panic!(
+                "did not finish within {timeout:?}\n--- command: {}\n--- cwd: {}",
+                desc.command, desc.cwd
+            );
         }
         thread::sleep(Duration::from_millis(5));
     };
@@ -297,9 +543,12 @@ pub fn wait_with_output(mut child: Child, timeout: Duration) -> Outcome {
         stdout: String::from_utf8_lossy(&stdout).into_owned(),
         stderr: String::from_utf8_lossy(&stderr).into_owned(),
         stdout_bytes: stdout,
+        command: desc.command,
+        cwd: desc.cwd,
     }
 }
 
+/// How a run ended. Its `Display` is the context every failure shows.
 #[derive(Debug)]
 pub struct Outcome {
     pub code: Option<i32>,
@@ -307,112 +556,45 @@ pub struct Outcome {
     pub stdout: String,
     pub stderr: String,
     pub stdout_bytes: Vec<u8>,
+    command: String,
+    cwd: String,
 }
 
 impl Outcome {
-    #[track_caller]
-    pub fn code(&self, expected: i32) -> &Outcome {
-        assert_eq!(
-            self.code,
-            Some(expected),
-            "exit code\n--- stdout:\n{}\n--- stderr:\n{}",
-            self.stdout,
-            self.stderr
-        );
-        self
+    fn status(&self) -> Option<Status> {
+        match (self.code, self.signal) {
+            (Some(c), _) => Some(Status::Code(c)),
+            (None, Some(s)) => Some(Status::Signal(s)),
+            _ => None,
+        }
     }
 
     #[track_caller]
-    pub fn success(&self) -> &Outcome {
-        self.code(0)
+    fn check(&self, e: &Expect) {
+        let failure = if self.status() != Some(e.status) {
+            Some(format!("status should be {:?}", e.status))
+        } else {
+            text_failure("stdout", &e.stdout, &self.stdout, false)
+                .or_else(|| text_failure("stderr", &e.stderr, &self.stderr, true))
+        };
+        if let Some(f) = failure {
+            panic!("{f}\n{self}");
+        }
     }
+}
 
-    #[track_caller]
-    pub fn failure(&self) -> &Outcome {
-        self.code(1)
-    }
-
-    #[track_caller]
-    pub fn stdout_is(&self, expected: &str) -> &Outcome {
-        assert_eq!(
-            self.stdout, expected,
-            "stdout\n--- stderr:\n{}",
-            self.stderr
-        );
-        self
-    }
-
-    #[track_caller]
-    pub fn stdout_empty(&self) -> &Outcome {
-        self.stdout_is("")
-    }
-
-    #[track_caller]
-    pub fn stderr_empty(&self) -> &Outcome {
-        assert_eq!(self.stderr, "", "stderr\n--- stdout:\n{}", self.stdout);
-        self
-    }
-
-    #[track_caller]
-    pub fn stderr_is(&self, expected: &str) -> &Outcome {
-        assert_eq!(
-            self.stderr, expected,
-            "stderr\n--- stdout:\n{}",
-            self.stdout
-        );
-        self
-    }
-
-    #[track_caller]
-    pub fn stderr_has(&self, needle: &str) -> &Outcome {
-        assert!(
-            self.stderr.contains(needle),
-            "stderr should contain {needle:?}\n--- stderr:\n{}",
-            self.stderr
-        );
-        self
-    }
-
-    #[track_caller]
-    pub fn stderr_lacks(&self, needle: &str) -> &Outcome {
-        assert!(
-            !self.stderr.contains(needle),
-            "stderr should not contain {needle:?}\n--- stderr:\n{}",
-            self.stderr
-        );
-        self
-    }
-
-    #[track_caller]
-    pub fn stderr_is_empty(&self) -> &Outcome {
-        assert_eq!(self.stderr, "", "stderr should be empty");
-        self
-    }
-
-    #[track_caller]
-    pub fn stdout_has(&self, needle: &str) -> &Outcome {
-        assert!(
-            self.stdout.contains(needle),
-            "stdout should contain {needle:?}\n--- stdout:\n{}",
-            self.stdout
-        );
-        self
-    }
-
-    /// A usage error: exit 1, one line naming the problem, then a hint.
-    #[track_caller]
-    pub fn usage_error(&self, needle: &str, help: &str) -> &Outcome {
-        self.failure().stdout_empty().stderr_has(needle);
-        let lines: Vec<&str> = self.stderr.lines().collect();
-        assert_eq!(
-            lines.len(),
-            2,
-            "usage error is message + hint:\n{}",
-            self.stderr
-        );
-        assert!(lines[0].starts_with("loopx: error: "), "{}", self.stderr);
-        assert_eq!(lines[1], format!("hint: see '{help}'"));
-        self
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let status = match (self.code, self.signal) {
+            (Some(c), _) => format!("exit {c}"),
+            (None, Some(s)) => format!("killed by signal {s}"),
+            _ => "unknown".to_string(),
+        };
+        write!(
+            f,
+            "--- command: {}\n--- cwd: {}\n--- status: {status}\n--- stdout:\n{}\n--- stderr:\n{}\n--- end",
+            self.command, self.cwd, self.stdout, self.stderr
+        )
     }
 }
 
@@ -485,4 +667,52 @@ pub fn names(dir: &Path) -> Vec<String> {
         .collect();
     v.sort();
     v
+}
+
+/// The builder's own rules: what a test that says nothing expects.
+mod strictness {
+    use super::Run;
+    use std::process::Command;
+
+    fn sh(script: &str) -> Run {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(script);
+        Run::command(cmd)
+    }
+
+    #[test]
+    #[should_panic(expected = "stderr should be empty")]
+    fn undeclared_stderr_fails_the_run() {
+        sh("echo surprise >&2").run();
+    }
+
+    #[test]
+    #[should_panic(expected = "status should be Code(0)")]
+    fn undeclared_failure_fails_the_run() {
+        sh("exit 3").run();
+    }
+
+    #[test]
+    #[should_panic(expected = "stderr should be empty")]
+    fn stderr_lacks_alone_still_expects_an_empty_stderr() {
+        sh("echo other >&2").stderr_lacks("warning").run();
+    }
+
+    #[test]
+    fn declared_outcomes_pass() {
+        sh("echo out; echo err >&2; exit 3")
+            .status(3)
+            .stdout("out\n")
+            .stderr("err\n")
+            .run();
+        sh("echo 'loopx: error: bad -x' >&2; echo \"hint: see 'loopx -h'\" >&2; exit 1")
+            .usage_error("-x", "loopx -h")
+            .run();
+    }
+
+    #[test]
+    #[should_panic(expected = "--- stderr:\nerr\n")]
+    fn a_failure_shows_the_output() {
+        sh("echo err >&2; exit 2").status(2).stdout("x").run();
+    }
 }

@@ -5,14 +5,11 @@
 //! Scripts write pid files and markers; the tests wait on those, not on fixed
 //! sleeps, and bound every wait generously.
 
-#[path = "util/procs.rs"]
-mod procs;
-mod util;
-
+use crate::util::procs;
 use std::time::{Duration, Instant};
 
+use crate::util::*;
 use procs::*;
-use util::*;
 
 /// Lines of a file the scripts append to, empty when absent.
 fn lines(p: &Project, rel: &str) -> Vec<String> {
@@ -28,14 +25,16 @@ fn lines(p: &Project, rel: &str) -> Vec<String> {
 fn timeout_terminates_a_group_whose_grandchild_ignores_sigterm_and_exits_124() {
     let p = grandchild_project("trap \"\" TERM; ");
     let started = Instant::now();
-    let run = start(p.loopx(&["run", "--timeout", "1s", "w"]));
+    let run = p
+        .loopx(&["run", "--timeout", "1s", "w"])
+        .status(124)
+        .stdout("")
+        .stderr("loopx: error: w:index timed out after 1s; its process group was terminated\n")
+        .start();
     let pgid = read_pid(&p, "script.pid");
     let grandchild = read_pid(&p, "grandchild.pid");
-    let o = run.finish();
+    run.finish();
     let took = started.elapsed();
-    o.code(124)
-        .stdout_empty()
-        .stderr_is("loopx: error: w:index timed out after 1s; its process group was terminated\n");
     // SIGTERM at 1 s is ignored by the grandchild; SIGKILL follows the 5 s
     // grace period, and loopx exits only once the group is gone.
     assert!(took >= Duration::from_secs(6), "{took:?}");
@@ -53,9 +52,10 @@ fn timeout_ends_an_obedient_script_without_waiting_out_the_grace_period() {
         "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\nsleep 30\n",
     );
     let started = Instant::now();
-    let o = p.loopx(&["run", "--timeout", "300ms", "w"]).run();
-    o.code(124)
-        .stderr_has("w:index timed out after 300ms; its process group was terminated");
+    p.loopx(&["run", "--timeout", "300ms", "w"])
+        .status(124)
+        .stderr_contains("w:index timed out after 300ms; its process group was terminated")
+        .run();
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "{:?}",
@@ -69,10 +69,9 @@ fn a_script_within_its_timeout_runs_as_without_one() {
     let p = Project::new();
     p.script("w", "index.sh", "echo ran >&2\n$LOOPX_BIN output --stop\n");
     p.loopx(&["run", "--timeout", "1h", "w"])
-        .run()
-        .success()
-        .stdout_empty()
-        .stderr_is("ran\n");
+        .stdout("")
+        .stderr("ran\n")
+        .run();
 }
 
 // ---------------------------------------------------------------- --retry
@@ -103,10 +102,9 @@ fn retrying_project(succeed_at: u32) -> Project {
 fn retry_runs_a_failed_script_again_with_the_same_input() {
     let p = retrying_project(2);
     p.loopx(&["run", "--retry", "3", "--retry-delay", "0", "w"])
-        .run()
-        .success()
-        .stdout_empty()
-        .stderr_is("loopx: w:check failed (exit 3); retry 1 of 3 in 0s\n");
+        .stdout("")
+        .stderr("loopx: w:check failed (exit 3); retry 1 of 3 in 0s\n")
+        .run();
     assert_eq!(lines(&p, "runs"), ["2 1 payload", "2 2 payload"]);
 }
 
@@ -115,8 +113,11 @@ fn a_retry_is_not_an_iteration() {
     // index is iteration 1, check iteration 2 however many attempts it takes.
     let p = retrying_project(3);
     p.loopx(&["run", "-n", "2", "--retry", "5", "--retry-delay", "0", "w"])
-        .run()
-        .success();
+        .stderr(
+            "loopx: w:check failed (exit 3); retry 1 of 5 in 0s\n\
+             loopx: w:check failed (exit 3); retry 2 of 5 in 0s\n",
+        )
+        .run();
     assert_eq!(
         lines(&p, "runs"),
         ["2 1 payload", "2 2 payload", "2 3 payload"]
@@ -126,14 +127,15 @@ fn a_retry_is_not_an_iteration() {
 #[test]
 fn retries_used_up_exit_as_without_them_after_doubling_delays() {
     let p = retrying_project(0);
-    let o = p
-        .loopx(&["run", "--retry", "2", "--retry-delay", "100ms", "w"])
-        .run();
-    o.code(1).stdout_empty().stderr_is(
-        "loopx: w:check failed (exit 3); retry 1 of 2 in 100ms\n\
+    p.loopx(&["run", "--retry", "2", "--retry-delay", "100ms", "w"])
+        .status(1)
+        .stdout("")
+        .stderr(
+            "loopx: w:check failed (exit 3); retry 1 of 2 in 100ms\n\
          loopx: w:check failed (exit 3); retry 2 of 2 in 200ms\n\
          loopx: error: script w:check exited with code 3; stopping the loop\n",
-    );
+        )
+        .run();
     assert_eq!(lines(&p, "runs").len(), 3);
 }
 
@@ -148,9 +150,8 @@ fn a_script_killed_by_a_signal_is_retried() {
          $LOOPX_BIN output --stop\n",
     );
     p.loopx(&["run", "--retry", "1", "--retry-delay", "0", "w"])
-        .run()
-        .success()
-        .stderr_is("loopx: w:index failed (killed by SIGSEGV); retry 1 of 1 in 0s\n");
+        .stderr("loopx: w:index failed (killed by SIGSEGV); retry 1 of 1 in 0s\n")
+        .run();
     assert_eq!(lines(&p, "runs").len(), 2);
 }
 
@@ -162,22 +163,22 @@ fn a_timed_out_script_is_retried_and_exits_124_when_retries_run_out() {
         "index.sh",
         "echo x >> \"$LOOPX_PROJECT_ROOT/runs\"\nsleep 30\n",
     );
-    let o = p
-        .loopx(&[
-            "run",
-            "--timeout",
-            "300ms",
-            "--retry",
-            "1",
-            "--retry-delay",
-            "0",
-            "w",
-        ])
-        .run();
-    o.code(124).stderr_is(
+    p.loopx(&[
+        "run",
+        "--timeout",
+        "300ms",
+        "--retry",
+        "1",
+        "--retry-delay",
+        "0",
+        "w",
+    ])
+    .status(124)
+    .stderr(
         "loopx: w:index timed out after 300ms; retry 1 of 1 in 0s\n\
          loopx: error: w:index timed out after 300ms; its process group was terminated\n",
-    );
+    )
+    .run();
     assert_eq!(lines(&p, "runs").len(), 2);
 }
 
@@ -189,15 +190,31 @@ fn ctrl_c_during_a_retry_wait_exits_130_at_once() {
         "index.sh",
         "echo x >> \"$LOOPX_PROJECT_ROOT/runs\"\nexit 2\n",
     );
-    let run = start(p.loopx(&["run", "--retry", "1", "--retry-delay", "1h", "w"]));
-    wait_until("the first attempt", || !lines(&p, "runs").is_empty());
-    // The attempt has ended (or is ending): either way loopx is between
-    // script runs and must not wait out the hour.
-    std::thread::sleep(Duration::from_millis(200));
+    // The run log's retry event is written as the wait begins: the
+    // readiness mark, instead of a fixed sleep after the first attempt.
+    // (A delay is capped at 30 minutes.)
+    let run = p
+        .loopx(&[
+            "run",
+            "--log",
+            "log",
+            "--retry",
+            "1",
+            "--retry-delay",
+            "1h",
+            "w",
+        ])
+        .status(130)
+        .stderr("loopx: w:index failed (exit 2); retry 1 of 1 in 30m\n")
+        .start();
+    wait_until("the retry wait", || {
+        lines(&p, "log")
+            .iter()
+            .any(|l| l.contains("\"event\":\"retry\""))
+    });
     let signalled = Instant::now();
     run.signal(libc::SIGINT);
-    let o = run.finish();
-    o.code(130);
+    run.finish();
     assert!(signalled.elapsed() < Duration::from_secs(5));
     assert_eq!(lines(&p, "runs").len(), 1, "the retry must not start");
 }
@@ -213,10 +230,10 @@ fn max_time_lets_the_running_script_finish_and_starts_no_other() {
         "echo start >> \"$LOOPX_PROJECT_ROOT/runs\"\nsleep 1.5\n\
          echo end >> \"$LOOPX_PROJECT_ROOT/runs\"\n",
     );
-    let o = p.loopx(&["run", "--max-time", "1s", "w"]).run();
-    o.success()
-        .stdout_empty()
-        .stderr_is("loopx: stopped: --max-time 1s reached after 1 iteration\n");
+    p.loopx(&["run", "--max-time", "1s", "w"])
+        .stdout("")
+        .stderr("loopx: stopped: --max-time 1s reached after 1 iteration\n")
+        .run();
     assert_eq!(lines(&p, "runs"), ["start", "end"]);
 }
 
@@ -228,35 +245,39 @@ fn max_time_counts_every_iteration_before_it() {
         "index.sh",
         "echo x >> \"$LOOPX_PROJECT_ROOT/runs\"\nsleep 0.2\n",
     );
-    let o = p.loopx(&["run", "--max-time", "1s", "w"]).run();
-    o.success();
+    let o = p
+        .loopx(&["run", "--max-time", "1s", "w"])
+        // Exactly, below, once the iterations are counted.
+        .stderr_contains("loopx: stopped: --max-time 1s reached after ")
+        .run();
     let n = lines(&p, "runs").len();
     // About 5; fewer on a loaded machine, never more than fit in 1 s.
     assert!((1..=6).contains(&n), "{n} iterations");
     let plural = if n == 1 { "" } else { "s" };
-    o.stderr_is(&format!(
-        "loopx: stopped: --max-time 1s reached after {n} iteration{plural}\n"
-    ));
+    assert_eq!(
+        o.stderr,
+        format!("loopx: stopped: --max-time 1s reached after {n} iteration{plural}\n"),
+        "{o}"
+    );
 }
 
 #[test]
 fn no_retry_starts_past_the_budget() {
     let p = retrying_project(0);
-    let o = p
-        .loopx(&[
-            "run",
-            "--max-time",
-            "2s",
-            "--retry",
-            "3",
-            "--retry-delay",
-            "1h",
-            "w",
-        ])
-        .run();
+    p.loopx(&[
+        "run",
+        "--max-time",
+        "2s",
+        "--retry",
+        "3",
+        "--retry-delay",
+        "1h",
+        "w",
+    ])
     // The retry could only start after the budget: the failure stands.
-    o.code(1)
-        .stderr_is("loopx: error: script w:check exited with code 3; stopping the loop\n");
+    .status(1)
+    .stderr("loopx: error: script w:check exited with code 3; stopping the loop\n")
+    .run();
     assert_eq!(lines(&p, "runs").len(), 1);
 }
 
@@ -277,8 +298,7 @@ fn scripts_get_their_iteration_attempt_and_the_run_id() {
     let run = |p: &Project| {
         p.loopx(&["run", "-n", "3", "-e", "vars.env", "w"])
             .env("LOOPX_ATTEMPT", "inherited")
-            .run()
-            .success();
+            .run();
     };
     run(&p);
     let first = lines(&p, "runs");
@@ -313,21 +333,23 @@ fn new_options_follow_the_grammar_of_n() {
         ("--retry-delay", "500ms", "soon"),
     ] {
         p.loopx(&["run", flag, good, flag, good, "w"])
-            .run()
-            .usage_error("more than once", "loopx run --help");
-        p.loopx(&["run", flag, bad, "w"]).run().usage_error(
-            &format!("invalid value '{bad}' for {flag}"),
-            "loopx run --help",
-        );
+            .usage_error("more than once", "loopx run --help")
+            .run();
+        p.loopx(&["run", flag, bad, "w"])
+            .usage_error(
+                &format!("invalid value '{bad}' for {flag}"),
+                "loopx run --help",
+            )
+            .run();
         p.loopx(&["run", "w", flag])
-            .run()
-            .usage_error("needs a value", "loopx run --help");
+            .usage_error("needs a value", "loopx run --help")
+            .run();
         // Ignored under -h (§4.2).
-        p.loopx(&["run", flag, bad, "-h"]).run().success();
+        p.loopx(&["run", flag, bad, "-h"]).run();
     }
     p.loopx(&["run", "--timeout", "0", "w"])
-        .run()
-        .usage_error("longer than zero", "loopx run --help");
+        .usage_error("longer than zero", "loopx run --help")
+        .run();
     assert!(lines(&p, "runs").is_empty());
 }
 

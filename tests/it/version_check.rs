@@ -2,20 +2,13 @@
 //! declaration", "Cross-workflow version checking", §7.1 steps 4, 5, 11e):
 //! warnings on stderr, once per workflow on first entry, never fatal.
 
-mod util;
-
-use util::{Outcome, Project};
+use crate::util::Project;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// A bash script that says on stderr that it ran, then prints `stdout`.
 fn marker(name: &str, stdout: &str) -> String {
     format!("echo 'ran {name}' >&2\nprintf '%s' '{stdout}'\n")
-}
-
-#[track_caller]
-fn stderr_is(o: &Outcome, expected: &str) {
-    assert_eq!(o.stderr, expected, "stderr");
 }
 
 fn requires(range: &str) -> String {
@@ -34,8 +27,11 @@ fn starting_workflow_mismatch_warns_once_before_the_first_iteration_and_continue
     let p = Project::new();
     p.script("ralph", "index.sh", &marker("ralph", ""))
         .file(".loopx/ralph/package.json", &requires(">=999.0.0"));
-    let o = p.loopx(&["run", "-n", "3", "ralph"]).run();
-    o.success();
+    let o = p
+        .loopx(&["run", "-n", "3", "ralph"])
+        // Checked line by line below.
+        .stderr_any()
+        .run();
     let warning = mismatch_warning("ralph", ">=999.0.0");
     assert_eq!(o.stderr.matches(&warning).count(), 1, "{}", o.stderr);
     assert_eq!(o.stderr.matches("ran ralph").count(), 3, "{}", o.stderr);
@@ -52,7 +48,7 @@ fn satisfied_or_undeclared_versions_are_silent() {
             ".loopx/b/package.json",
             r#"{"name":"b","dependencies":{"x":"1"}}"#,
         );
-    stderr_is(p.loopx(&["run", "a"]).run().success(), "ran a\nran b\n");
+    p.loopx(&["run", "a"]).stderr("ran a\nran b\n").run();
 }
 
 #[test]
@@ -63,12 +59,10 @@ fn goto_into_a_workflow_checks_it_on_first_entry_only() {
         .file(".loopx/a/package.json", &requires("<0.0.1"))
         .script("b", "index.sh", &marker("b", ""))
         .file(".loopx/b/package.json", &requires(">=999"));
-    let o = p.loopx(&["run", "-n", "6", "a"]).run();
-    o.success();
     let warn_a = mismatch_warning("a", "<0.0.1");
     let warn_b = mismatch_warning("b", ">=999");
     let expected = format!("{warn_a}\nran a\n{warn_b}\nran b\nran a\nran b\nran a\nran b\n");
-    assert_eq!(o.stderr, expected);
+    p.loopx(&["run", "-n", "6", "a"]).stderr(&expected).run();
 }
 
 #[test]
@@ -79,12 +73,15 @@ fn the_check_follows_target_resolution() {
     p.script("a", "index.sh", &marker("a", r#"{"goto":"b:missing"}"#))
         .script("b", "index.sh", &marker("b", ""))
         .file(".loopx/b/package.json", &requires(">=999"));
-    let o = p.loopx(&["run", "b:nope"]).run();
-    o.failure().stderr_lacks("warning");
-    let o = p.loopx(&["run", "a"]).run();
-    o.failure()
-        .stderr_has("workflow 'b' has no script 'missing'")
-        .stderr_lacks("warning");
+    p.loopx(&["run", "b:nope"])
+        .status(1)
+        .stderr("loopx: error: workflow 'b' has no script 'nope' (scripts: index)\n")
+        .run();
+    p.loopx(&["run", "a"])
+        .status(1)
+        .stderr_contains("workflow 'b' has no script 'missing'")
+        .stderr_lacks("warning")
+        .run();
 }
 
 #[test]
@@ -92,11 +89,7 @@ fn n_zero_skips_the_version_check() {
     let p = Project::new();
     p.script("ralph", "index.sh", &marker("ralph", ""))
         .file(".loopx/ralph/package.json", &requires(">=999"));
-    p.loopx(&["run", "-n", "0", "ralph"])
-        .run()
-        .success()
-        .stdout_empty()
-        .stderr_is_empty();
+    p.loopx(&["run", "-n", "0", "ralph"]).stdout("").run();
 }
 
 #[test]
@@ -107,7 +100,7 @@ fn dependencies_beat_dev_dependencies() {
             ".loopx/ok/package.json",
             r#"{"dependencies":{"loopx":"*"},"devDependencies":{"loopx":">=999"}}"#,
         );
-    stderr_is(p.loopx(&["run", "ok"]).run().success(), "ran ok\n");
+    p.loopx(&["run", "ok"]).stderr("ran ok\n").run();
 
     p.script("dev", "index.sh", &marker("dev", r#"{"stop":true}"#))
         .file(
@@ -115,9 +108,8 @@ fn dependencies_beat_dev_dependencies() {
             r#"{"devDependencies":{"loopx":">=999"}}"#,
         );
     p.loopx(&["run", "dev"])
-        .run()
-        .success()
-        .stderr_has("requires loopx version >=999 (package.json devDependencies)");
+        .stderr_contains("requires loopx version >=999 (package.json devDependencies)")
+        .run();
 }
 
 #[test]
@@ -128,7 +120,7 @@ fn optional_and_peer_dependencies_are_ignored() {
             ".loopx/ralph/package.json",
             r#"{"optionalDependencies":{"loopx":">=999"},"peerDependencies":{"loopx":">=999"}}"#,
         );
-    stderr_is(p.loopx(&["run", "ralph"]).run().success(), "ran ralph\n");
+    p.loopx(&["run", "ralph"]).stderr("ran ralph\n").run();
 }
 
 #[test]
@@ -141,8 +133,11 @@ fn broken_package_json_warns_once_and_never_blocks() {
         .script("c", "index.sh", &marker("c", ""))
         // A directory where the file should be: present but unreadable.
         .dir(".loopx/c/package.json");
-    let o = p.loopx(&["run", "-n", "6", "a"]).run();
-    o.success();
+    let o = p
+        .loopx(&["run", "-n", "6", "a"])
+        // Checked line by line below.
+        .stderr_any()
+        .run();
     for warning in [
         "loopx: warning: workflow 'a': package.json is not valid JSON; skipping its loopx version check",
         "loopx: warning: workflow 'b': package.json dependencies gives loopx a specifier that is not valid semver; it is not checked",
@@ -159,8 +154,11 @@ fn a_bare_goto_within_the_workflow_does_not_recheck() {
     p.script("ralph", "index.sh", &marker("index", r#"{"goto":"next"}"#))
         .script("ralph", "next.sh", &marker("next", ""))
         .file(".loopx/ralph/package.json", &requires(">=999"));
-    let o = p.loopx(&["run", "-n", "4", "ralph"]).run();
-    o.success();
+    let o = p
+        .loopx(&["run", "-n", "4", "ralph"])
+        // Checked line by line below.
+        .stderr_any()
+        .run();
     assert_eq!(o.stderr.matches("warning").count(), 1, "{}", o.stderr);
 }
 
@@ -178,8 +176,11 @@ fn an_invalid_specifier_warning_reads_differently_from_a_version_mismatch() {
         )
         .script("b", "index.sh", &marker("b", r#"{"stop":true}"#))
         .file(".loopx/b/package.json", &requires(">=999"));
-    let o = p.loopx(&["run", "a"]).run();
-    o.success();
+    let o = p
+        .loopx(&["run", "a"])
+        // Checked line by line below.
+        .stderr_any()
+        .run();
     let lines: Vec<&str> = o.stderr.lines().filter(|l| l.contains("warning")).collect();
     assert_eq!(lines.len(), 2, "{}", o.stderr);
     let (invalid, mismatch) = (lines[0], lines[1]);

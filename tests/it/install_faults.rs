@@ -10,8 +10,6 @@
 //! `.loopx/` is then made with permission bits, which root ignores).
 #![cfg(target_os = "linux")]
 
-mod util;
-
 use std::ffi::CString;
 use std::fs;
 use std::io::{self, Read, Write};
@@ -19,12 +17,13 @@ use std::net::TcpListener;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use util::{c_path, is_root, names, skip, wait_with_output, Outcome, Project, Run, TempDir};
+use crate::util::procs::{alive, wait_until};
+use crate::util::{c_path, is_root, names, skip, Outcome, Project, Run, TempDir};
 
 // ---------------------------------------------------------------- helpers
 
@@ -133,35 +132,21 @@ impl Fixture {
         format!("{}:/usr/bin:/bin", bin.display())
     }
 
-    /// After a failed install: exit 1, nothing on stdout, `.loopx/` as
-    /// `before`, no temporary directory left.
+    /// `install` expected to fail: exit 1, nothing on stdout, and stderr
+    /// containing `error`.
+    fn install_fails(&self, args: &[&str], error: &str) -> Run {
+        self.install(args)
+            .status(1)
+            .stdout("")
+            .stderr_contains(error)
+    }
+
+    /// After a failed install: `.loopx/` as `before`, no temporary
+    /// directory left.
     #[track_caller]
     fn assert_untouched(&self, o: &Outcome, before: &[String]) {
-        o.failure().stdout_empty();
-        assert_eq!(snapshot(&self.loopx_dir()), before, "{}", o.stderr);
-        assert_eq!(names(&self.tmpdir()), Vec::<String>::new(), "{}", o.stderr);
-    }
-}
-
-/// Spawns `run` with piped output, leader of its own process group.
-fn spawn(mut run: Run) -> std::process::Child {
-    run.cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    run.cmd.spawn().expect("spawn loopx")
-}
-
-#[track_caller]
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "timed out: {what}"
-        );
-        thread::sleep(Duration::from_millis(5));
+        assert_eq!(snapshot(&self.loopx_dir()), before, "{o}");
+        assert_eq!(names(&self.tmpdir()), Vec::<String>::new(), "{o}");
     }
 }
 
@@ -196,7 +181,7 @@ fn read_only_loopx_dir_is_left_as_it_was_with_a_clear_error() {
     let f = Fixture::new();
     let before = snapshot(&f.loopx_dir());
     let mut run = f.install(&[&f.url]);
-    let expected = if is_root() {
+    let reason = if is_root() {
         // Root writes through permission bits: a read-only bind mount of
         // .loopx/ onto itself, in loopx's own mount namespace.
         let dir = c_path(&f.loopx_dir());
@@ -219,15 +204,18 @@ fn read_only_loopx_dir_is_left_as_it_was_with_a_clear_error() {
         fs::set_permissions(f.loopx_dir(), fs::Permissions::from_mode(0o555)).unwrap();
         "Permission denied"
     };
-    let o = run.run();
+    let o = run
+        .status(1)
+        .stdout("")
+        .stderr_contains(&format!(
+            "loopx: error: cannot install into {}: cannot create a staging directory there: {reason}",
+            f.loopx_dir().display()
+        ))
+        .run();
     if !is_root() {
         fs::set_permissions(f.loopx_dir(), fs::Permissions::from_mode(0o755)).unwrap();
     }
     f.assert_untouched(&o, &before);
-    o.stderr_has(&format!(
-        "loopx: error: cannot install into {}: cannot create a staging directory there: {expected}",
-        f.loopx_dir().display()
-    ));
 }
 
 // ---------------------------------------------------------------- disk full
@@ -294,12 +282,16 @@ fn disk_filling_up_mid_install_leaves_loopx_dir_as_it_was() {
     write_file(&root.join(".loopx/keep/index.sh"), b"#!/bin/bash\n", 0o755);
     write_file(&root.join(".loopx/keep/notes.txt"), b"mine", 0o600);
     let before = snapshot(&root.join(".loopx"));
-    let o = f.install(&[&f.url]).current_dir(&root).run();
-    o.failure().stdout_empty();
-    assert_eq!(snapshot(&root.join(".loopx")), before, "{}", o.stderr);
-    assert_eq!(names(&f.tmpdir()), Vec::<String>::new());
-    o.stderr_has("loopx: error: cannot stage workflow 'flow': No space left on device")
-        .stderr_has("nothing was installed");
+    let o = f
+        .install_fails(
+            &[&f.url],
+            "loopx: error: cannot stage workflow 'flow': No space left on device",
+        )
+        .stderr_contains("nothing was installed")
+        .current_dir(&root)
+        .run();
+    assert_eq!(snapshot(&root.join(".loopx")), before, "{o}");
+    assert_eq!(names(&f.tmpdir()), Vec::<String>::new(), "{o}");
 }
 
 // ---------------------------------------------------------------- missing tools
@@ -310,17 +302,19 @@ fn missing_git_or_curl_leaves_loopx_dir_as_it_was_and_names_the_tool() {
     let before = snapshot(&f.loopx_dir());
     let empty = f.tmp.path().join("empty-bin");
     fs::create_dir_all(&empty).unwrap();
-    let o = f.install(&[&f.url]).env("PATH", &empty).run();
-    f.assert_untouched(&o, &before);
-    o.stderr_has("`git` was not found on PATH; loopx install needs it to clone git sources");
-    let o = f
-        .install(&["http://127.0.0.1:9/flow.tar.gz"])
-        .env("PATH", &empty)
-        .run();
-    f.assert_untouched(&o, &before);
-    o.stderr_has(
-        "`curl` was not found on PATH; loopx install needs it to download tarball sources",
-    );
+    for (source, error) in [
+        (
+            f.url.as_str(),
+            "`git` was not found on PATH; loopx install needs it to clone git sources",
+        ),
+        (
+            "http://127.0.0.1:9/flow.tar.gz",
+            "`curl` was not found on PATH; loopx install needs it to download tarball sources",
+        ),
+    ] {
+        let o = f.install_fails(&[source], error).env("PATH", &empty).run();
+        f.assert_untouched(&o, &before);
+    }
 }
 
 // ---------------------------------------------------------------- SIGKILL
@@ -328,21 +322,13 @@ fn missing_git_or_curl_leaves_loopx_dir_as_it_was_and_names_the_tool() {
 /// After a killed install: the next one succeeds, and neither `.loopx/` nor
 /// the TMPDIR keeps anything of either.
 fn next_install_succeeds_and_cleans_up(f: &Fixture) {
-    f.install(&[&f.url]).run().success();
+    f.install(&[&f.url]).run();
     assert_eq!(names(&f.loopx_dir()), ["flow", "keep"]);
     assert_eq!(names(&f.tmpdir()), Vec::<String>::new());
     assert_eq!(
         fs::read_to_string(f.p.path(".loopx/flow/index.sh")).unwrap(),
         "#!/bin/bash\necho new >&2\n"
     );
-}
-
-/// Whether `pid` is a live process (a zombie is not).
-fn alive(pid: i32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| stat.rsplit(") ").next().map(|rest| !rest.starts_with('Z')))
-        .unwrap_or(false)
 }
 
 #[test]
@@ -356,21 +342,20 @@ fn sigkill_while_fetching_then_the_next_install_cleans_up() {
         "#!/bin/sh\nmkdir -p \"$7\" && echo partial > \"$7/index.sh\"\n\
          echo $$ > \"$READY\"\nexec sleep 1000\n",
     )]);
-    let child = spawn(
-        f.install(&["org/flow"])
-            .env("PATH", path)
-            .env("READY", &ready),
-    );
+    let loopx = f
+        .install(&["org/flow"])
+        .env("PATH", path)
+        .env("READY", &ready)
+        .signal(libc::SIGKILL)
+        .start();
     let mut git_pid = 0;
     wait_until("the fake git started", || {
         let text = fs::read_to_string(&ready).unwrap_or_default();
         git_pid = text.trim().parse().unwrap_or(0);
         text.ends_with('\n') && git_pid > 0
     });
-    // SAFETY: killing our own child.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGKILL) }, 0);
-    let o = wait_with_output(child, Duration::from_secs(30));
-    assert_eq!(o.signal, Some(libc::SIGKILL));
+    loopx.signal(libc::SIGKILL);
+    loopx.finish();
     // The orphaned fake git goes too, by its pid.
     // SAFETY: the fake git this test started.
     unsafe { libc::kill(git_pid, libc::SIGKILL) };
@@ -409,9 +394,10 @@ fn sigkill_while_staging_then_the_next_install_cleans_up() {
     let mut run = f
         .install(&["org/flow"])
         .env("PATH", path)
-        .env("FIFO", &fifo);
+        .env("FIFO", &fifo)
+        .signal(libc::SIGKILL);
     in_private_mounts(&mut run.cmd, || Ok(()));
-    let child = spawn(run);
+    let loopx = run.start();
     // Opening the FIFO for writing without blocking succeeds once loopx
     // has it open for reading: loopx is then inside staging.
     let fifo_c = c_path(&fifo);
@@ -426,10 +412,9 @@ fn sigkill_while_staging_then_the_next_install_cleans_up() {
         .filter(|n| n.starts_with(".loopx-install-"))
         .collect();
     assert_eq!(staging.len(), 1, "no staging directory while staging");
-    // SAFETY: killing our own child; closing our descriptor.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGKILL) }, 0);
-    let o = wait_with_output(child, Duration::from_secs(30));
-    assert_eq!(o.signal, Some(libc::SIGKILL));
+    loopx.signal(libc::SIGKILL);
+    loopx.finish();
+    // SAFETY: closing our descriptor.
     unsafe { libc::close(writer) };
     // The dead install's staging directory is still there...
     assert!(f.loopx_dir().join(&staging[0]).is_dir());
@@ -499,18 +484,18 @@ fn a_download_that_stalls_gives_up_after_the_stall_timeout() {
     let before = snapshot(&f.loopx_dir());
     let server = StallingServer::start();
     let start = Instant::now();
+    let error = format!(
+        "loopx: error: download of {} stalled: no data arrived for 2s, so loopx gave up; \
+         nothing was installed\nhint: LOOPX_INSTALL_STALL_TIMEOUT=<seconds> waits longer",
+        server.url
+    );
     let o = f
-        .install(&[&server.url])
+        .install_fails(&[&server.url], &error)
         .env("LOOPX_INSTALL_STALL_TIMEOUT", "2")
         .timeout(Duration::from_secs(60))
         .run();
     let took = start.elapsed();
     f.assert_untouched(&o, &before);
-    o.stderr_has(&format!(
-        "loopx: error: download of {} stalled: no data arrived for 2s, so loopx gave up; \
-         nothing was installed\nhint: LOOPX_INSTALL_STALL_TIMEOUT=<seconds> waits longer",
-        server.url
-    ));
     assert!(took >= Duration::from_secs(2), "{took:?}");
     assert!(
         took < Duration::from_secs(30),
@@ -523,13 +508,13 @@ fn a_stall_timeout_that_is_not_a_number_of_seconds_is_refused() {
     let f = Fixture::new();
     let before = snapshot(&f.loopx_dir());
     for bad in ["abc", "0", "-1", "1.5", "2s"] {
+        let error = format!(
+            "LOOPX_INSTALL_STALL_TIMEOUT must be a whole number of seconds (at least 1), got '{bad}'"
+        );
         let o = f
-            .install(&["http://127.0.0.1:9/flow.tar.gz"])
+            .install_fails(&["http://127.0.0.1:9/flow.tar.gz"], &error)
             .env("LOOPX_INSTALL_STALL_TIMEOUT", bad)
             .run();
         f.assert_untouched(&o, &before);
-        o.stderr_has(&format!(
-            "LOOPX_INSTALL_STALL_TIMEOUT must be a whole number of seconds (at least 1), got '{bad}'"
-        ));
     }
 }

@@ -1,0 +1,25 @@
+//! The integration tests: one binary, one module per feature, each spawning
+//! the built `loopx` against temporary projects through `util`'s strict
+//! `Run` builder (exit 0 and an empty stderr unless a test says otherwise).
+
+mod util;
+
+mod api;
+mod cli;
+mod delegation;
+mod discovery;
+mod env;
+mod hosts;
+mod install;
+mod install_faults;
+mod js;
+mod npm_package;
+mod npm_release;
+mod observe;
+mod process;
+mod release;
+mod run_loop;
+mod signals;
+mod unattended;
+mod version_check;
+mod workflows;
