@@ -6,11 +6,11 @@ use std::ffi::OsString;
 
 use lexopt::prelude::*;
 
-use crate::engine::RunOptions;
 use crate::error::Error;
 use crate::install::InstallArgs;
 use crate::output::Output;
 use crate::run_flags::{self, help_requested, Parsed};
+use crate::run_options::RunOptions;
 
 const TOP_HELP: &str = "loopx --help";
 const RUN_HELP: &str = "loopx run --help";

@@ -9,182 +9,25 @@ use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::discovery::{self, Discovery, Script, Workflow};
+use crate::discovery::{self, Discovery, Workflow};
 use crate::duration;
 use crate::env;
 use crate::error::Error;
-use crate::json::Object;
 use crate::messages;
 use crate::output::{self, Output};
 use crate::process::{self, Launch, Status};
-use crate::report::{Done, Reporter, ScriptRun};
+use crate::report::{self, Done, Reporter, ScriptRun};
+use crate::resolve::{self, Resolved};
+use crate::run_options::RunOptions;
 use crate::runtime;
 use crate::script_env::ScriptEnv;
 use crate::signals::Signals;
 use crate::supervisor::{self, Ending, Finished, Supervisor};
-use crate::target;
 use crate::terminal::Terminal;
 use crate::version_check;
 
-/// What a run is asked to do: `loopx run`'s options (run_flags.rs) and the
-/// JS API's (api.rs), the same for both.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunOptions {
-    /// Unvalidated: target validation happens after discovery (§4.1).
-    pub target: String,
-    /// `-n` (§4.2).
-    pub max_iterations: Option<u64>,
-    /// `-e` (§8.2), relative to the project root.
-    pub env_file: Option<PathBuf>,
-    /// `--timeout`: the longest one script run may take.
-    pub timeout: Option<Duration>,
-    /// `--max-time`: no script run starts once this much time has passed.
-    pub max_time: Option<Duration>,
-    /// `--retry`: how many more times a failed script run is tried.
-    pub retry: u64,
-    /// `--retry-delay`: the wait before the first retry, doubled after.
-    pub retry_delay: Duration,
-    /// `--log`: the JSONL run record (report.rs); `LOOPX_LOG` otherwise.
-    pub log: Option<PathBuf>,
-    /// `--verbose`: one line per script run on stderr.
-    pub verbose: bool,
-}
-
-/// `--retry-delay`'s default.
-pub const RETRY_DELAY: Duration = Duration::from_secs(10);
-
 /// Retry delays double up to this.
 const RETRY_DELAY_CAP: Duration = Duration::from_secs(30 * 60);
-
-impl Default for RunOptions {
-    fn default() -> RunOptions {
-        RunOptions {
-            target: String::new(),
-            max_iterations: None,
-            env_file: None,
-            timeout: None,
-            max_time: None,
-            retry: 0,
-            retry_delay: RETRY_DELAY,
-            log: None,
-            verbose: false,
-        }
-    }
-}
-
-impl RunOptions {
-    /// The options as the run log's `run_start` records them.
-    pub fn to_json(&self) -> String {
-        let ms = |d: Option<Duration>| d.map(|d| d.as_millis() as u64);
-        let env_file = self.env_file.as_ref().map(|p| p.to_string_lossy());
-        Object::default()
-            .opt_num("max_iterations", self.max_iterations)
-            .opt_str("env_file", env_file.as_deref())
-            .opt_num("timeout_ms", ms(self.timeout))
-            .opt_num("max_time_ms", ms(self.max_time))
-            .num("retry", self.retry)
-            .num("retry_delay_ms", self.retry_delay.as_millis() as u64)
-            .finish()
-    }
-
-    #[cfg(test)]
-    pub fn new(target: &str) -> RunOptions {
-        RunOptions {
-            target: target.to_string(),
-            ..RunOptions::default()
-        }
-    }
-}
-
-/// A resolved script: the workflow it belongs to and the script itself.
-#[derive(Clone, Copy)]
-pub struct Resolved<'d> {
-    pub workflow: &'d Workflow,
-    pub script: &'d Script,
-}
-
-impl Resolved<'_> {
-    pub fn label(&self) -> String {
-        format!("{}:{}", self.workflow.name, self.script.name)
-    }
-}
-
-/// §7.1 step 3: the starting target of `loopx run`.
-pub fn resolve_start<'d>(d: &'d Discovery, raw: &str) -> Result<Resolved<'d>, Error> {
-    let parsed = target::parse(raw).map_err(|why| Error::InvalidTarget {
-        target: raw.to_string(),
-        why,
-    })?;
-    let (w, s, script_given) = parsed.for_run();
-    let workflow = d.workflows.get(w).ok_or_else(|| Error::UnknownWorkflow {
-        workflow: w.to_string(),
-        available: d.workflow_names(),
-        goto_from: None,
-    })?;
-    let script = workflow.scripts.get(s).ok_or_else(|| {
-        if script_given {
-            Error::UnknownScript {
-                workflow: w.to_string(),
-                script: s.to_string(),
-                available: workflow.script_names(),
-                goto_from: None,
-            }
-        } else {
-            Error::MissingIndex {
-                workflow: w.to_string(),
-                available: workflow.script_names(),
-            }
-        }
-    })?;
-    Ok(Resolved { workflow, script })
-}
-
-/// §7.1 step 11a–d: a goto value, resolved from the script that issued it.
-pub fn resolve_goto<'d>(
-    d: &'d Discovery,
-    raw: &str,
-    from: &Resolved<'d>,
-) -> Result<Resolved<'d>, Error> {
-    let parsed = target::parse(raw).map_err(|why| Error::InvalidGoto {
-        goto: raw.to_string(),
-        from: from.label(),
-        why,
-    })?;
-    let (w, s) = parsed.for_goto(&from.workflow.name);
-    // Name the goto value as written, not only its resolved parts (§7.2).
-    let goto_from = Some(format!("'{raw}' from {}", from.label()));
-    let workflow = d.workflows.get(w).ok_or_else(|| Error::UnknownWorkflow {
-        workflow: w.to_string(),
-        available: d.workflow_names(),
-        goto_from: goto_from.clone(),
-    })?;
-    let script = workflow
-        .scripts
-        .get(s)
-        .ok_or_else(|| Error::UnknownScript {
-            workflow: w.to_string(),
-            script: s.to_string(),
-            available: workflow.script_names(),
-            goto_from,
-        })?;
-    Ok(Resolved { workflow, script })
-}
-
-/// What the next iteration runs and what it reads on stdin (§2.3, §6.6).
-fn next<'d>(
-    d: &'d Discovery,
-    start: Resolved<'d>,
-    current: &Resolved<'d>,
-    out: Output,
-) -> Result<(Resolved<'d>, Option<String>), Error> {
-    match out.goto {
-        // The result travels only along a goto, and goto without a result
-        // gives the target an empty stdin.
-        Some(goto) => Ok((resolve_goto(d, &goto, current)?, out.result)),
-        // No goto: back to the starting target, with empty stdin.
-        None => Ok((start, None)),
-    }
-}
 
 /// §3.2 "Cross-workflow version checking": each workflow's version
 /// declaration is checked once, on first entry during this run. The loop only
@@ -338,18 +181,14 @@ fn judge(finished: &Finished, label: &str, script: &Path, timeout: Option<Durati
             };
             failed(error, false, String::new())
         }
-        (Ending::TimedOut, _) => {
-            let after = timeout.unwrap_or_default();
-            let how = format!("timed out after {}", duration::format(after));
-            failed(
-                Error::TimedOut {
-                    script: label,
-                    after,
-                },
-                true,
-                how,
-            )
-        }
+        (Ending::TimedOut, _) => failed(
+            Error::TimedOut {
+                script: label,
+                after: timeout.unwrap_or_default(),
+            },
+            true,
+            report::ending(finished, timeout),
+        ),
         (Ending::Natural, Status::Code(0)) => Verdict::Success,
         // §5.1: a script file removed mid-loop fails as a launch error.
         (Ending::Natural, Status::Code(_)) if !script.exists() => {
@@ -369,7 +208,7 @@ fn judge(finished: &Finished, label: &str, script: &Path, timeout: Option<Durati
             )
         }
         (Ending::Natural, Status::Code(code)) => {
-            let how = format!("failed (exit {code})");
+            let how = format!("failed ({})", report::ending(finished, None));
             failed(
                 Error::ScriptFailed {
                     script: label,
@@ -380,7 +219,7 @@ fn judge(finished: &Finished, label: &str, script: &Path, timeout: Option<Durati
             )
         }
         (Ending::Natural, Status::Signal(signal)) => {
-            let how = format!("failed (killed by {})", crate::error::signal_name(signal));
+            let how = format!("failed ({})", report::ending(finished, None));
             failed(
                 Error::ScriptKilled {
                     script: label,
@@ -551,7 +390,7 @@ fn run_loop(
     let signals = Signals::install().map_err(|e| Error::io("cannot install signal handlers", e))?;
     process::become_subreaper();
     let (d, vars) = prepare(project_root, opts)?;
-    let start = resolve_start(&d, &opts.target)?;
+    let start = resolve::start(&d, &opts.target)?;
     if opts.max_iterations == Some(0) {
         // §7.1 step 4: validated, nothing runs, no version check.
         return Ok(Done::MaxIterations);
@@ -612,7 +451,7 @@ fn run_loop(
             });
         }
         let previous = current.workflow;
-        (current, stdin) = next(&d, start, &current, out)?;
+        (current, stdin) = resolve::next(&d, start, &current, out)?;
         if !std::ptr::eq(previous, current.workflow) {
             // §7.1 step 11e: after the goto target is resolved, before it runs.
             entered.enter(current.workflow);

@@ -59,11 +59,15 @@ pub struct Reporter {
     iterations: u64,
 }
 
-/// How a script ended, in a few words: `exit 0`, `killed by SIGSEGV`,
-/// `timed out`.
-fn how(f: &Finished) -> String {
+/// How a script ended, in a few words, for every message that says so:
+/// `exit 0`, `killed by SIGSEGV`, `interrupted by SIGINT`, `timed out`, or
+/// `timed out after 5s` when the limit is given.
+pub fn ending(f: &Finished, timeout: Option<Duration>) -> String {
     match (f.ending, f.status) {
-        (Ending::TimedOut, _) => "timed out".to_string(),
+        (Ending::TimedOut, _) => match timeout {
+            Some(after) => format!("timed out after {}", duration::format(after)),
+            None => "timed out".to_string(),
+        },
         (Ending::Interrupted(sig), _) => format!("interrupted by {}", signal_name(sig)),
         (_, Status::Code(code)) => format!("exit {code}"),
         (_, Status::Signal(sig)) => format!("killed by {}", signal_name(sig)),
@@ -196,7 +200,7 @@ impl Reporter {
                 "[{}] {} {} in {}{next}",
                 run.iteration,
                 run.label,
-                how(f),
+                ending(f, None),
                 duration::format_elapsed(took)
             ));
         }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use lexopt::prelude::*;
 
 use crate::duration;
-use crate::engine::RunOptions;
+use crate::run_options::RunOptions;
 
 /// One option of `loopx run`.
 pub struct Flag {
