@@ -40,6 +40,7 @@ mod terminal;
 mod testing;
 mod text;
 mod version_check;
+mod wait;
 
 use std::io::{self, Write};
 
