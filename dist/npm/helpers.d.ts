@@ -1,8 +1,12 @@
-/** One iteration's structured output (SPEC §2.3), with loopx's extensions. */
+/** One iteration's structured output (SPEC §2.3), as `run()` yields it. */
 export interface Output {
   result?: string;
   goto?: string;
   stop?: boolean;
+}
+
+/** What a script may write with `output()`: §2.3's fields and loopx's extensions. */
+export interface ScriptOutput extends Output {
   /**
    * Run this script again later, with the same input: after this many
    * seconds, or at this time (an RFC 3339 string or a Date). Written as
@@ -24,7 +28,7 @@ export interface Output {
  * left out. A string, number, boolean or bigint is written as
  * `{ result: String(value) }`. `null` and `undefined` throw.
  */
-export declare function output(value: Output | string | number | boolean | bigint): never;
+export declare function output(value: ScriptOutput | string | number | boolean | bigint): never;
 
 /**
  * Resolves to the input piped from the previous script on stdin, or `""`

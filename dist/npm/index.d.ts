@@ -1,6 +1,6 @@
 import type { Output } from "./helpers.js";
 
-export type { Output } from "./helpers.js";
+export type { Output, ScriptOutput } from "./helpers.js";
 export { output, input } from "./helpers.js";
 
 /** Options of {@link run} and {@link runPromise} (SPEC §9.5). */
