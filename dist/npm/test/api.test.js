@@ -768,7 +768,7 @@ test("the declarations type-check a consumer, and reject a call without target",
       files: ["consumer.ts"],
     }),
     "package.json": JSON.stringify({ type: "module" }),
-    "consumer.ts": `import { run, runPromise, output, input, type Output, type RunOptions } from "loopx";
+    "consumer.ts": `import { run, runPromise, output, input, type Output, type RunOptions, type ScriptOutput } from "loopx";
 
 const options: RunOptions = { maxIterations: 10, envFile: ".env", signal: new AbortController().signal, cwd: "/tmp" };
 const loop: AsyncGenerator<Output> = run("ralph", options);
@@ -783,6 +783,10 @@ void all;
 const text: Promise<string> = input();
 void text;
 if (all.length > 99) output({ result: "x" });
+if (all.length > 98) output({ retryAfter: new Date(), costUsd: 0.5 });
+if (all.length > 97) output({ retryAfter: "2026-11-25T14:00:00Z" });
+const wait: ScriptOutput = { retryAfter: 90 };
+void wait;
 
 // @ts-expect-error target is required
 run();
@@ -794,6 +798,8 @@ run(42);
 run("ralph", { maxIterations: "3" });
 // @ts-expect-error no such option
 run("ralph", { maxIteration: 3 });
+// @ts-expect-error costUsd is a number
+output({ costUsd: "1" });
 `,
   });
   rmSync(join(dir, "node_modules/loopx"));
