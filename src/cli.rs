@@ -16,7 +16,7 @@ const TOP_HELP: &str = "loopx --help";
 const RUN_HELP: &str = "loopx run --help";
 const INSTALL_HELP: &str = "loopx install --help";
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub enum Command {
     TopHelp,
     Version,

@@ -113,6 +113,32 @@ pub const FLAGS: &[Flag] = &[
     },
     Flag {
         short: None,
+        long: Some("max-cost"),
+        value: "<usd>",
+        help: &[
+            "Money budget: no script starts once the scripts'",
+            "reported cost_usd adds up to <usd>, then exit 0",
+        ],
+        apply: |o, v| {
+            o.max_cost = Some(crate::wait::parse_dollars(&lossy(v))?);
+            Ok(())
+        },
+    },
+    Flag {
+        short: None,
+        long: Some("max-wait"),
+        value: "<duration>",
+        help: &[
+            "Longest wait a script may ask for with retry_after",
+            "(default 24h); a longer one ends the run (exit 75)",
+        ],
+        apply: |o, v| {
+            o.max_wait = duration::parse(&lossy(v))?;
+            Ok(())
+        },
+    },
+    Flag {
+        short: None,
         long: Some("retry"),
         value: "<count>",
         help: &[
@@ -152,6 +178,19 @@ pub const FLAGS: &[Flag] = &[
         },
     },
     Flag {
+        short: None,
+        long: Some("resume"),
+        value: "",
+        help: &[
+            "Resume this project's latest resumable run of the",
+            "target if there is one, else start a new run",
+        ],
+        apply: |o, _| {
+            o.resume = true;
+            Ok(())
+        },
+    },
+    Flag {
         short: Some('v'),
         long: Some("verbose"),
         value: "",
@@ -184,7 +223,7 @@ fn positive_duration(v: &str) -> Result<std::time::Duration, String> {
 }
 
 /// What `loopx run`'s arguments ask for.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub enum Parsed {
     Help,
     Run(RunOptions),

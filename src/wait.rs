@@ -128,18 +128,22 @@ pub fn output_retry_after(arg: &str) -> Result<String, String> {
     })
 }
 
-/// What `loopx output --cost-usd <n>` writes: a number of at least 0.
-pub fn output_cost_usd(arg: &str) -> Result<String, String> {
-    let bad = || "expected US dollars (a number of at least 0, like 0.25)".to_string();
+/// US dollars as a command line gives them: a plain decimal number (`5`,
+/// `0.25`), at least 0 (`--max-cost`, `loopx output --cost-usd`).
+pub fn parse_dollars(arg: &str) -> Result<f64, String> {
     let plain = !arg.is_empty()
+        && arg != "."
         && arg.bytes().all(|b| b.is_ascii_digit() || b == b'.')
-        && arg.bytes().filter(|&b| b == b'.').count() <= 1
-        && arg != ".";
-    if !plain {
-        return Err(bad());
+        && arg.bytes().filter(|&b| b == b'.').count() <= 1;
+    match arg.parse::<f64>() {
+        Ok(n) if plain && n.is_finite() => Ok(n),
+        _ => Err("expected US dollars (a number of at least 0, like 0.25)".to_string()),
     }
-    let n: f64 = arg.parse().map_err(|_| bad())?;
-    cost_usd(n).map(crate::json::number_to_js_string)
+}
+
+/// What `loopx output --cost-usd <n>` writes.
+pub fn output_cost_usd(arg: &str) -> Result<String, String> {
+    parse_dollars(arg).map(crate::json::number_to_js_string)
 }
 
 /// `$5.13`: dollars for messages, to the cent.
