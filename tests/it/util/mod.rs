@@ -206,8 +206,10 @@ pub fn isolate(cmd: &mut Command, home: &Path) {
         }
     }
     // XDG_CACHE_HOME too: standalone JS/TS runs write their helpers there.
+    // XDG_STATE_HOME: resume checkpoints stay in the test's own home.
     cmd.env("HOME", home)
         .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_STATE_HOME", home.join(".local/state"))
         .env_remove("XDG_CACHE_HOME");
 }
 
