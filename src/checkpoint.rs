@@ -399,6 +399,104 @@ impl Checkpoint {
     }
 }
 
+/// What changes from one script run to the next, for [`Keeper::save`].
+pub struct Progress<'a> {
+    pub script: &'a str,
+    /// The script's input when it is new since the last save; `Unchanged`
+    /// keeps the saved one.
+    pub input: Input<'a>,
+    pub iteration: u64,
+    pub attempt: u64,
+    pub waits: u64,
+    pub wait_until_ms: Option<i64>,
+    pub active_ms: u64,
+    pub cost_usd: f64,
+}
+
+/// A script's input as a save sees it.
+pub enum Input<'a> {
+    Unchanged,
+    None,
+    New(&'a [u8]),
+}
+
+/// The checkpoint of a live run and the record it last wrote. Saving is
+/// best effort: a run whose checkpoint cannot be written goes on (it is
+/// then not resumable), as with the status file.
+pub struct Keeper {
+    ckpt: Checkpoint,
+    record: Record,
+    broken: bool,
+}
+
+impl Keeper {
+    pub fn new(ckpt: Checkpoint, record: Record) -> Keeper {
+        Keeper {
+            ckpt,
+            record,
+            broken: false,
+        }
+    }
+
+    pub fn record(&self) -> &Record {
+        &self.record
+    }
+
+    pub fn save(&mut self, p: &Progress) {
+        if self.broken {
+            return;
+        }
+        let r = &mut self.record;
+        match p.input {
+            Input::Unchanged => {}
+            Input::None => r.input = None,
+            Input::New(bytes) => match self.ckpt.save_input(bytes, r.input) {
+                Ok(at) => r.input = Some(at),
+                Err(_) => {
+                    self.broken = true;
+                    return;
+                }
+            },
+        }
+        p.script.clone_into(&mut r.script);
+        r.iteration = p.iteration;
+        r.attempt = p.attempt;
+        r.waits = p.waits;
+        r.wait_until_ms = p.wait_until_ms;
+        r.active_ms = p.active_ms;
+        r.cost_usd = p.cost_usd;
+        r.updated_ms = crate::clock::now_ms();
+        if self.ckpt.save(&self.record).is_err() {
+            self.broken = true;
+        }
+    }
+
+    /// The run finished: nothing to resume.
+    pub fn finish(self) {
+        self.ckpt.remove();
+    }
+
+    /// The run ended another way: say how, and keep the checkpoint.
+    pub fn end(mut self, ended: Ended, active_ms: u64, cost_usd: f64) {
+        if self.broken {
+            return;
+        }
+        self.record.ended = Some(ended);
+        self.record.active_ms = active_ms;
+        self.record.cost_usd = cost_usd;
+        self.record.updated_ms = crate::clock::now_ms();
+        let _ = self.ckpt.save(&self.record);
+    }
+
+    /// The saved input of the script about to run.
+    pub fn input(&self) -> io::Result<Option<Vec<u8>>> {
+        self.record
+            .input
+            .map(|at| self.ckpt.load_input(at))
+            .transpose()
+    }
+}
+
 fn damaged() -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, "the checkpoint is damaged")
 }

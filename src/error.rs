@@ -92,6 +92,33 @@ pub enum Error {
         script: String,
         after: std::time::Duration,
     },
+    /// A script's `retry_after` or `cost_usd` with a value loopx cannot use.
+    InvalidExtension {
+        script: String,
+        field: &'static str,
+        value: String,
+        why: String,
+    },
+    /// A wait longer than `--max-wait`, or past `--max-time`'s budget: the
+    /// run stops, resumable (exit 75, "try again later").
+    WaitTooLong {
+        script: String,
+        /// The wait as a message shows it: `2026-11-25T14:00:00Z (in 4h12m)`.
+        until: String,
+        bound: crate::wait::TooLong,
+        run_id: String,
+    },
+    /// `loopx resume` with nothing to resume: `what` says where it looked,
+    /// `available` lists the resumable run ids there are.
+    NothingToResume {
+        what: String,
+        available: Vec<String>,
+    },
+    /// `loopx resume` of a run whose scripts still run.
+    ResumeBusy {
+        run_id: String,
+        pgids: Vec<i32>,
+    },
     /// The script was stopped (SIGTTIN/SIGTTOU) for using the terminal while
     /// loopx did not hold it, and was ended rather than left stopped.
     ScriptNeedsTerminal {
@@ -240,6 +267,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::TimedOut { .. } => 124,
+            Error::WaitTooLong { .. } => 75,
             Error::Interrupted { signal } => 128 + signal,
             Error::StdoutClosed => 128 + libc::SIGPIPE,
             Error::Reported { code } => *code,
@@ -251,6 +279,8 @@ impl Error {
     pub fn reason(&self) -> &'static str {
         match self {
             Error::TimedOut { .. } => "timed_out",
+            Error::WaitTooLong { .. } => "wait",
+            Error::InvalidExtension { .. } => "invalid_output",
             Error::ScriptFailed { .. }
             | Error::ScriptKilled { .. }
             | Error::ScriptNeedsTerminal { .. }
@@ -321,6 +351,55 @@ impl fmt::Display for Error {
                     f.write_str("\nhint: to run a workflow's index, write just the workflow name")?;
                 }
                 Ok(())
+            }
+            Error::InvalidExtension {
+                script,
+                field,
+                value,
+                why,
+            } => write!(f, "invalid {field} {} from {script}: {why}", shown(value)),
+            Error::WaitTooLong {
+                script,
+                until,
+                bound,
+                run_id,
+            } => {
+                let past = match bound {
+                    crate::wait::TooLong::MaxWait(d) => {
+                        format!("longer than --max-wait {}", crate::duration::format(*d))
+                    }
+                    crate::wait::TooLong::MaxTime(d) => format!(
+                        "past the --max-time {} budget",
+                        crate::duration::format(*d)
+                    ),
+                };
+                write!(
+                    f,
+                    "{script} asked to run again at {until}, {past}; \
+                     the run stops here and can be resumed: loopx resume {run_id}"
+                )
+            }
+            Error::NothingToResume { what, available } => {
+                write!(f, "no resumable run {what}")?;
+                if available.is_empty() {
+                    f.write_str(" (there is none: a run is resumable when it ended by a signal, a failure or a wait; a run that finished is not)")
+                } else {
+                    write!(f, " (resumable runs: {})", available.join(", "))
+                }
+            }
+            Error::ResumeBusy { run_id, pgids } if pgids.is_empty() => write!(
+                f,
+                "run {run_id} is still running: another loopx holds its checkpoint (see loopx status)"
+            ),
+            Error::ResumeBusy { run_id, pgids } => {
+                let groups: Vec<String> = pgids.iter().map(|g| g.to_string()).collect();
+                write!(
+                    f,
+                    "run {run_id} cannot be resumed yet: its scripts still run (process group {}); \
+                     wait for them to end, or end them with: kill -TERM -{}",
+                    groups.join(", "),
+                    groups.join(" -")
+                )
             }
             Error::InvalidGoto { goto, from, why } => {
                 write!(f, "invalid goto target '{}' from {from}: {why}", shown(goto))?;

@@ -24,6 +24,7 @@ mod package_json;
 mod process;
 mod report;
 mod resolve;
+mod resume;
 mod run_flags;
 mod run_log;
 mod run_options;
@@ -69,7 +70,9 @@ fn dispatch() -> Result<(), Error> {
     match cli::parse(args)? {
         Command::TopHelp => print_stdout(help::TOP),
         Command::Version => print_stdout(concat!(env!("CARGO_PKG_VERSION"), "\n")),
-        Command::Output(out) => print_stdout(&(output::to_json(&out) + "\n")),
+        Command::Output { out, extensions } => {
+            print_stdout(&(output::to_json_with(&out, &extensions) + "\n"))
+        }
         Command::EnvSet { name, value } => env::set(&name, &value),
         Command::EnvRemove { name } => env::remove(&name),
         Command::EnvList => env::list(),
@@ -83,5 +86,7 @@ fn dispatch() -> Result<(), Error> {
         Command::InstallHelp => print_stdout(help::INSTALL),
         Command::Install(args) => install::install(&args),
         Command::Status { json } => status::list(json),
+        Command::ResumeHelp => print_stdout(help::RESUME),
+        Command::Resume { id, given } => engine::resume(id.as_deref(), |saved| given.apply(saved)),
     }
 }

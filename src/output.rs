@@ -2,6 +2,7 @@
 //! and `stop`, and the JSON `loopx output` prints (§4.3, same shape as the
 //! JS `output()` helper writes, §6.4).
 
+use crate::wait::{self, RetryAfter};
 use crate::json::{self, Value};
 
 /// One iteration's output (§2.3). Fields are reported as parsed; precedence
@@ -16,6 +17,104 @@ pub struct Output {
 /// String values of at least this many bytes are decoded in place rather
 /// than copied (`json::parse_deferring`).
 const DEFER_LEN: usize = 64 * 1024;
+
+/// The extension fields of a script's output (DESIGN.md "Beyond the spec"),
+/// read whenever stdout is a top-level JSON object, whether or not it is
+/// structured output; they never change what §2.3 computes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Extensions {
+    pub retry_after: Option<RetryAfter>,
+    pub cost_usd: Option<f64>,
+    /// The first present field whose value is not valid.
+    pub invalid: Option<InvalidField>,
+}
+
+/// An extension field with a value loopx cannot use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidField {
+    pub field: &'static str,
+    /// The value as JSON, cut short when long.
+    pub value: String,
+    pub why: String,
+}
+
+/// `parse_structured`, and the extension fields.
+pub fn parse_with_extensions(stdout: Vec<u8>) -> (Output, bool, Extensions) {
+    let ext = extensions(&stdout);
+    let (out, structured) = parse_structured(stdout);
+    (out, structured, ext)
+}
+
+fn extensions(stdout: &[u8]) -> Extensions {
+    let mut ext = Extensions::default();
+    let first = stdout
+        .iter()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
+    if first != Some(&b'{') {
+        return ext;
+    }
+    let text = String::from_utf8_lossy(stdout);
+    let Some(value) = json::parse(&text) else {
+        return ext;
+    };
+    let invalid = |field: &'static str, v: &Value, why: String| InvalidField {
+        field,
+        value: json_text(v),
+        why,
+    };
+    match value.get("retry_after") {
+        None => {}
+        Some(Value::Number(n)) => match wait::retry_after_seconds(*n) {
+            Ok(r) => ext.retry_after = Some(r),
+            Err(why) => ext.invalid = Some(invalid("retry_after", &Value::Number(*n), why)),
+        },
+        Some(Value::String(t)) => match wait::retry_after_time(t) {
+            Ok(r) => ext.retry_after = Some(r),
+            Err(why) => {
+                ext.invalid = Some(invalid("retry_after", &Value::String(t.clone()), why))
+            }
+        },
+        Some(other) => {
+            let why = "expected seconds (a number of at least 0) or an RFC 3339 time".to_string();
+            ext.invalid = Some(invalid("retry_after", other, why));
+        }
+    }
+    match value.get("cost_usd") {
+        None => {}
+        Some(Value::Number(n)) => match wait::cost_usd(*n) {
+            Ok(c) => ext.cost_usd = Some(c),
+            Err(why) => {
+                if ext.invalid.is_none() {
+                    ext.invalid = Some(invalid("cost_usd", &Value::Number(*n), why));
+                }
+            }
+        },
+        Some(other) => {
+            if ext.invalid.is_none() {
+                let why = "expected US dollars (a number of at least 0)".to_string();
+                ext.invalid = Some(invalid("cost_usd", other, why));
+            }
+        }
+    }
+    ext
+}
+
+/// A scalar value as JSON text, for messages (containers as `{…}`/`[…]`).
+fn json_text(v: &Value) -> String {
+    match v {
+        Value::Null => "null".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => json::number_to_js_string(*n),
+        Value::String(s) => {
+            let mut out = String::new();
+            let cut: String = s.chars().take(60).collect();
+            json::write_json_string(&mut out, &cut);
+            out
+        }
+        Value::Array(_) => "[…]".to_string(),
+        Value::Object(_) => "{…}".to_string(),
+    }
+}
 
 /// Interprets a script's captured stdout (§2.3).
 ///
@@ -135,6 +234,22 @@ pub fn to_json(out: &Output) -> String {
             json.push(',');
         }
         json.push_str("\"stop\":true");
+    }
+    json.push('}');
+    json
+}
+
+/// `to_json`, with extension members (already JSON values) after §4.3's.
+pub fn to_json_with(out: &Output, extensions: &[(&str, String)]) -> String {
+    let mut json = to_json(out);
+    json.pop();
+    for (key, value) in extensions {
+        if json.len() > 1 {
+            json.push(',');
+        }
+        json::write_json_string(&mut json, key);
+        json.push(':');
+        json.push_str(value);
     }
     json.push('}');
     json

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::clock;
 use crate::duration;
 use crate::error::{signal_name, Error};
-use crate::json::Object;
+use crate::json::{self, Object};
 use crate::messages;
 use crate::output::{self, Output};
 use crate::process::Status;
@@ -27,6 +27,8 @@ pub enum Done {
     MaxIterations,
     /// `--max-time`.
     MaxTime,
+    /// `--max-cost`.
+    MaxCost,
     /// The API's consumer asked for no more (§9.1).
     Consumer,
 }
@@ -37,6 +39,7 @@ impl Done {
             Done::Stop => "stop",
             Done::MaxIterations => "max_iterations",
             Done::MaxTime => "max_time",
+            Done::MaxCost => "max_cost",
             Done::Consumer => "consumer",
         }
     }
@@ -117,6 +120,22 @@ impl Reporter {
         log.write(line);
     }
 
+    /// A resumed run carries on (`loopx resume`): the log goes on under the
+    /// same run id.
+    pub fn run_resume(&mut self, target: &str, options: &str, root: &Path, iteration: u64) {
+        self.iterations = iteration.saturating_sub(1);
+        let Some(log) = &mut self.log else { return };
+        let line = log
+            .line("run_resume")
+            .str("version", env!("CARGO_PKG_VERSION"))
+            .num("pid", u64::from(std::process::id()))
+            .str("root", &root.to_string_lossy())
+            .str("target", target)
+            .raw("options", options)
+            .num("iteration", iteration);
+        log.write(line);
+    }
+
     /// The loop is about to run its first script: the status file starts.
     pub fn loop_start(&mut self, root: &Path, target: &str, run_id: &str) {
         self.status = StatusFile::create(root, target, run_id);
@@ -158,6 +177,7 @@ impl Reporter {
         f: &Finished,
         stdout_bytes: usize,
         output: Option<(&Output, bool)>,
+        cost_usd: Option<f64>,
     ) {
         let took = self.script_started.elapsed();
         if let Some(log) = &mut self.log {
@@ -185,6 +205,10 @@ impl Reporter {
                 .num("duration_ms", took.as_millis() as u64)
                 .num("stdout_bytes", stdout_bytes as u64)
                 .raw("output", &output_json);
+            let line = match cost_usd {
+                Some(c) => line.raw("cost_usd", &json::number_to_js_string(c)),
+                None => line,
+            };
             log.write(line);
         }
         if self.verbose {
@@ -213,6 +237,19 @@ impl Reporter {
         }
     }
 
+    /// The script asked to run again at `until_ms` (a wall-clock time),
+    /// `wait` from now.
+    pub fn wait(&mut self, run: &ScriptRun, until_ms: i64, wait: Duration) {
+        self.set_status(run, Phase::Waiting(until_ms));
+        if let Some(log) = &mut self.log {
+            let until = clock::format_ms(u64::try_from(until_ms).unwrap_or(0));
+            let line = script_line(log, "wait", run)
+                .str("until", &until)
+                .raw("seconds", &json::number_to_js_string(wait.as_secs_f64()));
+            log.write(line);
+        }
+    }
+
     /// A retry is coming after `delay`; `why` says how the attempt failed.
     pub fn retry(&mut self, run: &ScriptRun, why: &str, delay: Duration) {
         self.set_status(run, Phase::RetryWait);
@@ -226,7 +263,8 @@ impl Reporter {
 
     /// The run's end, whatever it was: the log's last line, synced to disk;
     /// `--verbose`'s last line; the status file goes.
-    pub fn run_end(&mut self, result: &Result<Done, Error>) {
+    /// `cost_usd`: the run's total, when a script reported one.
+    pub fn run_end(&mut self, result: &Result<Done, Error>, cost_usd: Option<f64>) {
         self.status = None;
         let (reason, code) = match result {
             Ok(done) => (done.reason(), 0),
@@ -245,6 +283,10 @@ impl Reporter {
                 .num("iterations", self.iterations)
                 .num("duration_ms", took.as_millis() as u64)
                 .opt_str("error", error.as_deref());
+            let line = match cost_usd {
+                Some(c) => line.raw("cost_usd", &json::number_to_js_string(c)),
+                None => line,
+            };
             log.write(line);
             log.sync();
         }

@@ -295,6 +295,81 @@ pub fn parse(args: Vec<OsString>) -> Result<Parsed, String> {
     Ok(Parsed::Run(options))
 }
 
+/// The options given to `loopx resume`, checked, to apply over the saved
+/// ones (the same table as `run`'s, so a value means the same to both).
+#[derive(Debug, PartialEq)]
+pub struct Given(Vec<(usize, OsString)>);
+
+impl Given {
+    pub fn apply(&self, mut options: RunOptions) -> RunOptions {
+        for (index, value) in &self.0 {
+            // Checked when parsed: the same value applies again.
+            let _ = (FLAGS[*index].apply)(&mut options, value.clone());
+        }
+        options
+    }
+}
+
+/// What `loopx resume`'s arguments ask for.
+#[derive(Debug, PartialEq)]
+pub enum ParsedResume {
+    Help,
+    Resume { id: Option<String>, given: Given },
+}
+
+/// Parses `loopx resume [<run-id>] [options]`: `run`'s options but
+/// `--resume`, and at most one run id.
+pub fn parse_resume(args: Vec<OsString>) -> Result<ParsedResume, String> {
+    if help_requested(&args) {
+        return Ok(ParsedResume::Help);
+    }
+    let mut p = lexopt::Parser::from_args(args);
+    let mut scratch = RunOptions::default();
+    let mut seen = [false; FLAGS.len()];
+    let mut given = Vec::new();
+    let mut ids: Vec<String> = Vec::new();
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        if let Value(v) = arg {
+            ids.push(lossy(v));
+            continue;
+        }
+        let index = FLAGS
+            .iter()
+            .position(|f| f.matches(&arg) && f.long != Some("resume"))
+            .ok_or_else(|| format!("unknown option '{}' for 'loopx resume'", shown_arg(&arg)))?;
+        let flag = &FLAGS[index];
+        let name = flag.name();
+        let value = if flag.value.is_empty() {
+            OsString::new()
+        } else {
+            p.value()
+                .map_err(|_| format!("option '{name}' needs a value"))?
+        };
+        if std::mem::replace(&mut seen[index], true) {
+            return Err(format!("option '{name}' given more than once"));
+        }
+        let shown = value.to_string_lossy().into_owned();
+        (flag.apply)(&mut scratch, value.clone())
+            .map_err(|why| format!("invalid value '{shown}' for {name}: {why}"))?;
+        given.push((index, value));
+    }
+    if ids.len() > 1 {
+        return Err(format!("expected at most one run id, got {}", ids.join(" ")));
+    }
+    Ok(ParsedResume::Resume {
+        id: ids.pop(),
+        given: Given(given),
+    })
+}
+
+fn shown_arg(arg: &lexopt::Arg) -> String {
+    match arg {
+        Short(c) => format!("-{c}"),
+        Long(l) => format!("--{l}"),
+        Value(v) => v.to_string_lossy().into_owned(),
+    }
+}
+
 /// The "Options:" lines of run help, from the table.
 pub fn help_lines() -> String {
     let mut rows: Vec<(String, &[&str])> = FLAGS.iter().map(|f| (f.usage(), f.help)).collect();

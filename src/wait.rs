@@ -93,7 +93,7 @@ pub fn shown_time(deadline_ms: i64, now_ms: i64) -> String {
 }
 
 /// `in 4h12m`: the time until `deadline_ms`, rounded up to the second.
-fn shown_in(deadline_ms: i64, now_ms: i64) -> String {
+pub fn shown_in(deadline_ms: i64, now_ms: i64) -> String {
     let ms = u64::try_from(deadline_ms - now_ms).unwrap_or(0);
     duration::format(Duration::from_secs(ms.div_ceil(1000)))
 }
