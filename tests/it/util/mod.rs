@@ -209,6 +209,30 @@ pub fn isolate(cmd: &mut Command, home: &Path) {
     cmd.env("HOME", home)
         .env("XDG_CONFIG_HOME", home.join(".config"))
         .env_remove("XDG_CACHE_HOME");
+    default_signals(cmd);
+}
+
+/// Starts the child with every signal at its default disposition and none
+/// blocked, whatever the test harness inherited: run under `nohup`, the
+/// harness ignores SIGHUP, and loopx keeps a signal ignored on entry
+/// ignored (§7.3 under nohup), so a test of SIGHUP would hang.
+pub fn default_signals(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: signal and sigprocmask are async-signal-safe; the closure
+    // allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            for sig in 1..32 {
+                if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+            }
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            Ok(())
+        });
+    }
 }
 
 /// What a run is expected to end with. Strict by default (just's `Test` is
