@@ -7,6 +7,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::bounded_read::{self, Accept, Failure, Interrupt};
 use crate::envfile;
 use crate::error::Error;
 use crate::text::shown;
@@ -72,22 +73,37 @@ fn passwd_home() -> Option<PathBuf> {
     }
 }
 
-/// Reads an env file's bytes. `Ok(None)` when it does not exist.
-fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, Error> {
-    match fs::read(path) {
+/// Reads an env file's bytes, bounded and interruptible (bounded_read.rs).
+/// `Ok(None)` when it does not exist. `interrupt` ends a wait on a pipe or
+/// device (a run's signal handlers); without it only the default action of
+/// a signal does.
+fn read_bytes(
+    path: &Path,
+    interrupt: Option<&mut dyn Interrupt>,
+) -> Result<Option<Vec<u8>>, Error> {
+    match bounded_read::read(path, Accept::Any(interrupt)) {
         Ok(bytes) => Ok(Some(bytes)),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(err) => Err(Error::EnvFileUnreadable {
+        Err(Failure::NotFound) => Ok(None),
+        Err(Failure::Interrupted(signal)) => Err(Error::Interrupted { signal }),
+        Err(Failure::TooLarge) => Err(Error::EnvFileTooLarge {
+            path: path.to_path_buf(),
+        }),
+        Err(Failure::Io(err)) => Err(Error::EnvFileUnreadable {
             path: path.to_path_buf(),
             err,
+        }),
+        // Accept::Any takes every kind of file.
+        Err(other @ Failure::NotRegular(_)) => Err(Error::EnvFileUnreadable {
+            path: path.to_path_buf(),
+            err: io::Error::other(other.to_string()),
         }),
     }
 }
 
 /// Reads an env file's text (UTF-8, invalid bytes replaced, as Node reads
 /// it). `Ok(None)` when it does not exist.
-fn read_text(path: &Path) -> Result<Option<String>, Error> {
-    Ok(read_bytes(path)?.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
+fn read_text(path: &Path, interrupt: Option<&mut dyn Interrupt>) -> Result<Option<String>, Error> {
+    Ok(read_bytes(path, interrupt)?.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 /// Parses an env file, warning on stderr about each ignored line (§8.1).
@@ -106,15 +122,18 @@ fn parse_warning(path: &Path, text: &str) -> Vec<(String, String)> {
 
 /// The variables a run injects from env files: global first, then the local
 /// `-e` file on top (§8.2, §8.3), duplicates resolved last-wins. Loaded once
-/// per run (§8.1).
-pub fn load_for_run(local: Option<&Path>) -> Result<Vec<(OsString, OsString)>, Error> {
+/// per run (§8.1). `interrupt` (the run's signals) ends a wait on a pipe.
+pub fn load_for_run(
+    local: Option<&Path>,
+    interrupt: &mut dyn Interrupt,
+) -> Result<Vec<(OsString, OsString)>, Error> {
     let mut vars: BTreeMap<String, String> = BTreeMap::new();
     let global = global_env_path()?;
-    if let Some(text) = read_text(&global)? {
+    if let Some(text) = read_text(&global, Some(&mut *interrupt))? {
         vars.extend(parse_warning(&global, &text));
     }
     if let Some(path) = local {
-        let text = read_text(path)?.ok_or_else(|| Error::EnvFileMissing {
+        let text = read_text(path, Some(interrupt))?.ok_or_else(|| Error::EnvFileMissing {
             path: path.to_path_buf(),
         })?;
         vars.extend(parse_warning(path, &text));
@@ -220,7 +239,7 @@ fn update_global(change: impl FnOnce(Option<Vec<u8>>) -> Option<Vec<u8>>) -> Res
     fs::create_dir_all(dir)
         .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
     let _lock = EnvLock::acquire(&path)?;
-    if let Some(bytes) = change(read_bytes(&path)?) {
+    if let Some(bytes) = change(read_bytes(&path, None)?) {
         replace_file(&path, &bytes)?;
     }
     Ok(())
@@ -333,7 +352,7 @@ pub fn set(name: &str, value: &str) -> Result<(), Error> {
 pub fn remove(name: &str) -> Result<(), Error> {
     // Nothing to remove from a file that does not exist: don't create its
     // directory (or a lock file) just to find that out.
-    if read_bytes(&global_env_path()?)?.is_none() {
+    if read_bytes(&global_env_path()?, None)?.is_none() {
         return Ok(());
     }
     update_global(|existing| {
@@ -345,7 +364,7 @@ pub fn remove(name: &str) -> Result<(), Error> {
 /// `loopx env list`: `KEY=VALUE` lines sorted by key, last occurrence wins.
 pub fn list() -> Result<(), Error> {
     let path = global_env_path()?;
-    let Some(text) = read_text(&path)? else {
+    let Some(text) = read_text(&path, None)? else {
         return Ok(());
     };
     let vars: BTreeMap<String, String> = parse_warning(&path, &text).into_iter().collect();

@@ -335,6 +335,149 @@ fn local_env_file_that_cannot_be_read_fails() {
     assert!(!p.exists("vars"));
 }
 
+// ------------------------------------ env files that are pipes or devices
+
+/// `mkfifo <path>`.
+fn mkfifo(path: &std::path::Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("run mkfifo");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// Whether `pid` has `path` open.
+fn has_open(pid: i32, path: &std::path::Path) -> bool {
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten()
+        .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == path))
+}
+
+#[test]
+fn env_file_fifo_without_a_writer_ends_promptly_on_sigint_and_sigterm() {
+    // §7.3 exit codes. The handlers are installed with SA_RESTART before
+    // the env files are read: a plain read of this fifo would be restarted
+    // after each signal and only SIGKILL would end loopx.
+    for (sig, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let p = dump_project(&["A"]);
+        let fifo = p.path("secrets.fifo");
+        mkfifo(&fifo);
+        let mut run = p
+            .loopx(&["run", "-e", "secrets.fifo", "ralph"])
+            .status(code)
+            .stdout("")
+            .timeout(std::time::Duration::from_secs(30))
+            .start();
+        // Waiting in the read: the fifo is open (without O_NONBLOCK, open
+        // itself would wait for a writer, and never show up here).
+        let deadline = std::time::Instant::now() + procs::READY_TIMEOUT;
+        while !has_open(run.pid(), &fifo) {
+            if std::time::Instant::now() > deadline {
+                let _ = run.child.kill();
+                let _ = run.child.wait();
+                panic!("signal {sig}: loopx never opened {}", fifo.display());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let sent = std::time::Instant::now();
+        run.signal(sig);
+        let pid = run.pid();
+        run.finish();
+        assert!(
+            sent.elapsed() < std::time::Duration::from_secs(10),
+            "signal {sig}: loopx took {:?} to end",
+            sent.elapsed()
+        );
+        procs::assert_group_gone(pid);
+        assert!(!p.exists("vars"), "no script may run");
+    }
+}
+
+#[test]
+fn env_file_from_a_pipe_is_read() {
+    // `-e <(secret-tool lookup ...)`: bash hands loopx /dev/fd/N, a pipe.
+    let p = dump_project(&["A", "G"]);
+    p.global_env(
+        "G=global
+",
+    );
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg("\"$0\" run -e <(printf 'A=1\\n') ralph")
+        .arg(loopx_bin())
+        .current_dir(p.root());
+    isolate(&mut cmd, p.home());
+    Run::command(cmd).stdout("").run();
+    assert_eq!(dumped(&p), ["A=[1]", "G=[global]"]);
+}
+
+/// Caps the child's address space: on a loopx that reads /dev/zero without
+/// a limit, the test fails on an allocation instead of eating the machine.
+fn with_memory_cap(mut run: Run) -> Run {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit is async-signal-safe; it changes only the child.
+    unsafe {
+        run.cmd.pre_exec(|| {
+            let cap = libc::rlimit {
+                rlim_cur: 1 << 30,
+                rlim_max: 1 << 30,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &cap) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    run
+}
+
+#[test]
+fn env_file_over_8_mib_fails_naming_the_file_and_the_limit() {
+    let p = dump_project(&["A"]);
+    // 9 MiB of comment lines: valid, and never read whole.
+    let line = format!("#{}\n", "x".repeat(1023));
+    let big = line.repeat(9 * 1024);
+    p.file("big.env", &big);
+    let global = p.global_env_path();
+    let cases: [(&str, Vec<&str>, String); 4] = [
+        (
+            "a device as -e",
+            vec!["run", "-e", "/dev/zero", "ralph"],
+            "/dev/zero".into(),
+        ),
+        (
+            "a 9 MiB -e",
+            vec!["run", "-e", "big.env", "ralph"],
+            p.path("big.env").display().to_string(),
+        ),
+        (
+            "a 9 MiB global file",
+            vec!["run", "ralph"],
+            global.display().to_string(),
+        ),
+        (
+            "a 9 MiB global file, env list",
+            vec!["env", "list"],
+            global.display().to_string(),
+        ),
+    ];
+    for (what, args, file) in cases {
+        if what.contains("global") {
+            p.global_env(&big);
+        }
+        let out = with_memory_cap(p.loopx(&args))
+            .status(1)
+            .stdout("")
+            .stderr_contains(&format!("loopx: error: cannot read env file {file}: "))
+            .stderr_contains("larger than 8 MiB")
+            .run();
+        assert_eq!(out.stderr.lines().count(), 1, "{what}\n{out}");
+        assert!(!p.exists("vars"), "{what}: no script may run");
+    }
+}
+
 // ---------------------------------------------------------- §8.3 injection
 
 #[test]
