@@ -106,16 +106,34 @@ fn read_text(path: &Path, interrupt: Option<&mut dyn Interrupt>) -> Result<Optio
     Ok(read_bytes(path, interrupt)?.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
 }
 
-/// Parses an env file, warning on stderr about each ignored line (§8.1).
+/// At most this many warnings about one env file, then one line with the
+/// count of the rest: a file of the wrong kind must not flood the log.
+const MAX_WARNINGS: usize = 20;
+
+/// The warnings for `bad`, the ignored lines of the file shown as `file`:
+/// file, line number and what is wrong, never the line itself (§8.1 asks
+/// for a warning; the line may hold a secret).
+fn warnings(file: &str, bad: &[envfile::BadLine]) -> Vec<String> {
+    let mut out: Vec<String> = bad
+        .iter()
+        .take(MAX_WARNINGS)
+        .map(|b| format!("{file}:{}: ignoring line: {}", b.line, b.problem.describe()))
+        .collect();
+    if bad.len() > MAX_WARNINGS {
+        let more = bad.len() - MAX_WARNINGS;
+        let lines = if more == 1 { "line" } else { "lines" };
+        out.push(format!(
+            "{file}: {more} more {lines} ignored without a valid KEY=VALUE"
+        ));
+    }
+    out
+}
+
+/// Parses an env file, warning on stderr about the ignored lines (§8.1).
 fn parse_warning(path: &Path, text: &str) -> Vec<(String, String)> {
     let parsed = envfile::parse(text);
-    for bad in &parsed.bad_lines {
-        crate::messages::warn(&format!(
-            "{}:{}: ignoring line without a valid KEY=VALUE: {}",
-            shown(&path.to_string_lossy()),
-            bad.line,
-            shown(&bad.text)
-        ));
+    for w in warnings(&shown(&path.to_string_lossy()), &parsed.bad_lines) {
+        crate::messages::warn(&w);
     }
     parsed.vars
 }
@@ -380,7 +398,45 @@ pub fn list() -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests {
-    use super::rewrite;
+    use super::{rewrite, warnings, MAX_WARNINGS};
+    use crate::envfile;
+
+    #[test]
+    fn warnings_name_file_line_and_problem_and_stop_after_twenty() {
+        let text = "export API_KEY=sk-secret\nA=1\nsk-secret\n";
+        let bad = envfile::parse(text).bad_lines;
+        assert_eq!(
+            warnings("/c/env", &bad),
+            [
+                "/c/env:1: ignoring line: 'export' before API_KEY; env files are plain \
+                 KEY=VALUE lines, drop 'export'",
+                "/c/env:3: ignoring line: it has no '=' (expected KEY=VALUE)",
+            ]
+        );
+        for (n, more) in [
+            (MAX_WARNINGS, None),
+            (MAX_WARNINGS + 1, Some("1 more line")),
+        ] {
+            let bad = envfile::parse(&"bad\n".repeat(n)).bad_lines;
+            let w = warnings("f", &bad);
+            assert_eq!(w.len(), MAX_WARNINGS + usize::from(more.is_some()));
+            assert_eq!(
+                w[MAX_WARNINGS - 1],
+                "f:20: ignoring line: it has no '=' (expected KEY=VALUE)"
+            );
+            if let Some(more) = more {
+                assert_eq!(
+                    w[MAX_WARNINGS],
+                    format!("f: {more} ignored without a valid KEY=VALUE")
+                );
+            }
+        }
+        let bad = envfile::parse(&"bad\n".repeat(100)).bad_lines;
+        assert_eq!(
+            warnings("f", &bad).last().map(String::as_str),
+            Some("f: 80 more lines ignored without a valid KEY=VALUE")
+        );
+    }
 
     fn rw(text: &[u8], name: &str, replacement: Option<&str>) -> (Vec<u8>, bool) {
         rewrite(text, name, replacement)

@@ -189,7 +189,7 @@ fn env_file_warnings_are_printed_once_per_run() {
     );
     p.global_env("not a line\n");
     let warning = format!(
-        "loopx: warning: {}:1: ignoring line without a valid KEY=VALUE: not a line\n",
+        "loopx: warning: {}:1: ignoring line: it has no '=' (expected KEY=VALUE)\n",
         p.global_env_path().display()
     );
     p.loopx(&["run", "-n", "3", "ralph"]).stderr(&warning).run();
@@ -824,16 +824,80 @@ fn env_file_leading_byte_order_mark_is_ignored() {
 #[test]
 fn env_file_export_prefix_and_indented_keys_are_invalid_lines() {
     // §8.1: the key is everything before the first '=', so these keys are
-    // not [A-Za-z_][A-Za-z0-9_]*.
+    // not [A-Za-z_][A-Za-z0-9_]*. The warning names the key and what to fix.
     let p = dump_project(&["A", "B", "C"]);
     p.global_env("export A=1\n  B=2\nC\t=3\n");
-    let out = p
-        .loopx(&["run", "ralph"])
-        .stderr_contains("export A=1")
-        .stderr_contains("C\\t=3")
+    let file = p.global_env_path().display().to_string();
+    p.loopx(&["run", "ralph"])
+        .stderr(&format!(
+            "loopx: warning: {file}:1: ignoring line: 'export' before A; \
+             env files are plain KEY=VALUE lines, drop 'export'\n\
+             loopx: warning: {file}:2: ignoring line: whitespace around the key B; \
+             write B=VALUE with none before the key or '='\n\
+             loopx: warning: {file}:3: ignoring line: whitespace around the key C; \
+             write C=VALUE with none before the key or '='\n"
+        ))
         .run();
     assert_eq!(dumped(&p), ["A unset", "B unset", "C unset"]);
-    assert_eq!(out.stderr.lines().count(), 3, "{}", out.stderr);
+}
+
+#[test]
+fn env_file_warnings_never_print_a_value() {
+    // Warnings go to CI and cron logs on every run: a secret in a line
+    // loopx ignores must not be in them, whatever the mistake.
+    let p = dump_project(&["OPENAI_API_KEY"]);
+    let secret = "sk-live-0123456789abcdef";
+    let body =
+        format!("export OPENAI_API_KEY={secret}\n{secret}\nBearer {secret}=x\nK =\"{secret}\"\n");
+    p.global_env(&body).file("local.env", &body);
+    let global = p.global_env_path().display().to_string();
+    let local = p.path("local.env").display().to_string();
+    for run in [
+        p.loopx(&["run", "-e", "local.env", "ralph"]).stdout(""),
+        p.loopx(&["env", "list"]).stdout(""),
+    ] {
+        let out = run
+            .stderr_contains(&format!(
+                "{global}:1: ignoring line: 'export' before OPENAI_API_KEY"
+            ))
+            .stderr_contains(&format!("{global}:2: ignoring line: it has no '='"))
+            .stderr_contains(&format!(
+                "{global}:3: ignoring line: the text before '=' is not a valid key"
+            ))
+            .stderr_contains(&format!(
+                "{global}:4: ignoring line: whitespace around the key K;"
+            ))
+            .stderr_lacks("sk-live")
+            .stderr_lacks("Bearer")
+            .run();
+        let lines = out.stderr.lines().count();
+        assert!(lines == 4 || lines == 8, "{out}");
+        if lines == 8 {
+            assert!(
+                out.stderr
+                    .contains(&format!("{local}:1: ignoring line: 'export' before")),
+                "{out}"
+            );
+        }
+    }
+    assert_eq!(dumped(&p), ["OPENAI_API_KEY unset"]);
+}
+
+#[test]
+fn env_file_warnings_stop_after_twenty_per_file() {
+    let p = dump_project(&["A"]);
+    p.global_env(&format!("{}A=1\n", "not a line\n".repeat(25)));
+    let file = p.global_env_path().display().to_string();
+    let mut want = String::new();
+    for n in 1..=20 {
+        want.push_str(&format!(
+            "loopx: warning: {file}:{n}: ignoring line: it has no '=' (expected KEY=VALUE)\n"
+        ));
+    }
+    want.push_str(&format!(
+        "loopx: warning: {file}: 5 more lines ignored without a valid KEY=VALUE\n"
+    ));
+    assert_eq!(run_dump(&p, &[], |r| r.stderr(&want)), ["A=[1]"]);
 }
 
 #[test]
@@ -892,8 +956,8 @@ fn env_file_line_with_a_nul_byte_is_warned_and_skipped() {
     let out = p
         .loopx(&["run", "-e", "local.env", "ralph"])
         .stdout("")
-        .stderr_contains("local.env:1")
-        .stderr_contains("x\\u{0}y")
+        .stderr_contains("local.env:1: ignoring line: the value of A holds a NUL byte")
+        .stderr_lacks("x\\u{0}y")
         .run();
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
     assert_eq!(dumped(&p), ["A unset", "B=[1]"]);
