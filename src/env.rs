@@ -257,10 +257,36 @@ fn update_global(change: impl FnOnce(Option<Vec<u8>>) -> Option<Vec<u8>>) -> Res
     fs::create_dir_all(dir)
         .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
     let _lock = EnvLock::acquire(&path)?;
+    remove_stale_temporaries(&path);
     if let Some(bytes) = change(read_bytes(&path, None)?) {
         replace_file(&path, &bytes)?;
     }
     Ok(())
+}
+
+/// `.<name>.tmp.` for the file `<dir>/<name>`: the prefix of the temporary
+/// copies `replace_file` writes beside it (`.env.tmp.<pid>` for `env`).
+fn temporary_prefix(path: &Path) -> String {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    format!(".{name}.tmp.")
+}
+
+/// Removes temporary copies a killed writer left beside `path`. Called with
+/// the lock held: every writer of this file writes its copy only while it
+/// holds the lock, so any copy seen now is stale. Each is a full copy of a
+/// secrets file, and would otherwise stay forever. Best effort: a copy
+/// that cannot be removed does not stop the write.
+fn remove_stale_temporaries(path: &Path) {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let prefix = temporary_prefix(path);
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Replaces `path` with `bytes` atomically: a temporary file in the same
@@ -275,7 +301,9 @@ fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {
 
     let mode = fs::metadata(path).map_or(0o600, |m| m.permissions().mode() & 0o7777);
     let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".env.tmp.{}", std::process::id()));
+    // Named after the file: files symlinked from one directory (dotfiles)
+    // have locks of their own, so each writer may clean up only its own.
+    let tmp = dir.join(format!("{}{}", temporary_prefix(path), std::process::id()));
     let result = (|| {
         let mut f = fs::OpenOptions::new()
             .write(true)

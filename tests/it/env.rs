@@ -1012,6 +1012,30 @@ fn env_set_keeps_the_files_permissions_and_creates_a_private_one() {
 }
 
 #[test]
+fn env_set_and_remove_clear_temporary_copies_a_killed_writer_left() {
+    // A writer SIGKILLed between writing its copy and renaming it leaves
+    // `.env.tmp.<pid>`, a full copy of the secrets. Writers hold the lock
+    // while they write, so one seen under the lock is stale.
+    let p = Project::bare();
+    p.global_env("A=1\n");
+    let dir = p.global_env_path().parent().expect("dir").to_path_buf();
+    for args in [&["env", "set", "B", "2"][..], &["env", "remove", "A"]] {
+        let stale = [dir.join(".env.tmp.4194000"), dir.join(".env.tmp.1")];
+        for f in &stale {
+            fs::write(f, "SECRET=sk-live-1\n").expect("plant");
+        }
+        let other = dir.join(".other.tmp.1");
+        fs::write(&other, "x").expect("plant");
+        p.loopx(args).stdout("").run();
+        for f in &stale {
+            assert!(!f.exists(), "{args:?} left {}", f.display());
+        }
+        assert!(other.exists(), "{args:?}: another file's copy is not ours");
+    }
+    assert_eq!(global_text(&p), "B=\"2\"\n");
+}
+
+#[test]
 fn env_set_writes_through_a_symlinked_env_file() {
     let p = Project::bare();
     let dotfiles = TempDir::new("dotfiles");
