@@ -575,6 +575,61 @@ fn env_files_are_loaded_once_per_run() {
     );
 }
 
+/// CPU seconds `cmd` used, its children included, and its exit status:
+/// CPU time, not wall time, so a busy machine does not skew a comparison.
+fn cpu_seconds(cmd: &mut std::process::Command) -> (f64, i32) {
+    let child = cmd.spawn().expect("spawn loopx");
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it for our child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(usage.ru_utime) + secs(usage.ru_stime), status)
+}
+
+#[test]
+fn many_env_file_variables_cost_linear_time() {
+    // §8.3 merges the env files over the inherited environment. The merge
+    // was quadratic: 40k variables from -e took ~16x the CPU of 10k. The
+    // script is a .js whose `node` is /bin/true: bash itself imports an
+    // environment in quadratic time, which is not loopx's to measure.
+    let p = Project::new();
+    p.script("many", "index.js", "");
+    let bin = p.path("bin");
+    fs::create_dir_all(&bin).expect("mkdir");
+    std::os::unix::fs::symlink("/bin/true", bin.join("node")).expect("symlink");
+    for n in [10_000, 40_000] {
+        let body: String = (0..n).map(|i| format!("VAR_{i}=value_{i}\n")).collect();
+        p.file(&format!("{n}.env"), &body);
+    }
+    let cpu = |n: usize| -> f64 {
+        // The least of three: a run slowed by something else only counts
+        // if all three were.
+        (0..3)
+            .map(|_| {
+                let mut cmd = std::process::Command::new(loopx_bin());
+                cmd.args(["run", "-n", "1", "-e", &format!("{n}.env"), "many"])
+                    .current_dir(p.root())
+                    .env("PATH", &bin)
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(fs::File::create(p.path("stderr")).expect("create"));
+                isolate(&mut cmd, p.home());
+                let (secs, status) = cpu_seconds(&mut cmd);
+                assert_eq!(status, 0, "{n} variables: wait status {status}");
+                assert_eq!(p.read("stderr"), "", "{n} variables: stderr");
+                secs
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let (small, large) = (cpu(10_000), cpu(40_000));
+    assert!(
+        large < 10.0 * small.max(0.001),
+        "40k variables took {large:.3} s of CPU, 10k {small:.3} s: not linear"
+    );
+}
+
 // ------------------------------------------------------ §4.3 env commands
 
 fn global_text(p: &Project) -> String {
