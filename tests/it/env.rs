@@ -577,6 +577,8 @@ fn env_files_are_loaded_once_per_run() {
 
 /// CPU seconds `cmd` used, its children included, and its exit status:
 /// CPU time, not wall time, so a busy machine does not skew a comparison.
+// The child is reaped by wait4, which std does not know about.
+#[allow(clippy::zombie_processes)]
 fn cpu_seconds(cmd: &mut std::process::Command) -> (f64, i32) {
     let child = cmd.spawn().expect("spawn loopx");
     let mut status = 0;
