@@ -9,6 +9,7 @@ use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::bounded_read::Interrupt;
 use crate::discovery::{self, Discovery, Script, Workflow};
 use crate::duration;
 use crate::env;
@@ -214,6 +215,7 @@ fn own_binary() -> Result<PathBuf, Error> {
 pub fn prepare(
     project_root: &Path,
     args: &RunOptions,
+    interrupt: &mut dyn Interrupt,
 ) -> Result<(Discovery, Vec<(OsString, OsString)>), Error> {
     if !discovery::has_loopx_dir(project_root) {
         return Err(Error::NoLoopxDir {
@@ -229,7 +231,7 @@ pub fn prepare(
         });
     }
     let env_file = args.env_file.as_ref().map(|p| project_root.join(p));
-    let vars = env::load_for_run(env_file.as_deref())?;
+    let vars = env::load_for_run(env_file.as_deref(), interrupt)?;
     Ok((d, vars))
 }
 
@@ -548,9 +550,12 @@ fn run_loop(
     project_root: &Path,
     run_id: &str,
 ) -> Result<Done, Error> {
-    let signals = Signals::install().map_err(|e| Error::io("cannot install signal handlers", e))?;
+    let mut signals =
+        Signals::install().map_err(|e| Error::io("cannot install signal handlers", e))?;
     process::become_subreaper();
-    let (d, vars) = prepare(project_root, opts)?;
+    // The handlers are in place (SA_RESTART): reading an env file that is a
+    // pipe must watch them, or an interrupt could not end it.
+    let (d, vars) = prepare(project_root, opts, &mut signals)?;
     let start = resolve_start(&d, &opts.target)?;
     if opts.max_iterations == Some(0) {
         // §7.1 step 4: validated, nothing runs, no version check.

@@ -64,6 +64,10 @@ pub enum Error {
         path: PathBuf,
         err: io::Error,
     },
+    /// An env file over bounded_read's limit (a device, a runaway pipe).
+    EnvFileTooLarge {
+        path: PathBuf,
+    },
     /// `loopx env set` with a name or value the env file cannot hold (§4.3).
     InvalidEnvName {
         name: String,
@@ -370,6 +374,12 @@ impl fmt::Display for Error {
                     shown(&path.to_string_lossy())
                 )
             }
+            Error::EnvFileTooLarge { path } => write!(
+                f,
+                "cannot read env file {}: it is larger than {}, the limit for an env file",
+                shown(&path.to_string_lossy()),
+                crate::bounded_read::LIMIT_TEXT
+            ),
             Error::InvalidEnvName { name } => write!(
                 f,
                 "invalid variable name '{name}': names match [A-Za-z_][A-Za-z0-9_]*"
