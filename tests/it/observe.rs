@@ -691,6 +691,59 @@ fn without_xdg_runtime_dir_state_lives_in_a_private_temp_directory() {
     assert!(seen.trim_end().ends_with(&format!("loopx-{uid}")), "{seen}");
 }
 
+/// A `loopx-<uid>` someone else made in the shared temporary directory,
+/// or one open to others: runs keep no state there, so `status` says so
+/// instead of listing nothing.
+#[test]
+fn a_state_directory_not_private_to_the_user_is_named_and_never_used() {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let cases = [
+        ("someone else's, open to all", Some(65534), 0o777),
+        ("someone else's, private", Some(65534), 0o700),
+        ("mine, open to all", None, 0o777),
+        ("mine, readable by the group", None, 0o750),
+    ];
+    for (label, owner, mode) in cases {
+        if owner.is_some() && !is_root() {
+            skip(
+                "a_state_directory_not_private_to_the_user_is_named_and_never_used",
+                &format!("{label}: chown needs root"),
+            );
+            continue;
+        }
+        let p = Project::new();
+        p.script("w", "index.sh", "");
+        let tmp = p.home().join("tmp");
+        let dir = tmp.join(format!("loopx-{uid}"));
+        fs::create_dir_all(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(mode)).unwrap();
+        if let Some(owner) = owner {
+            std::os::unix::fs::chown(&dir, Some(owner), Some(owner)).unwrap();
+        }
+        let why = match owner {
+            Some(o) => format!("it belongs to uid {o}, not to you (uid {uid})"),
+            None => format!("it is open to other users (mode {mode:04o}; loopx needs 0700)"),
+        };
+        p.loopx(&["status"])
+            .env_remove("XDG_RUNTIME_DIR")
+            .env("TMPDIR", &tmp)
+            .status(1)
+            .stdout("")
+            .stderr(&format!(
+                "loopx: error: cannot list runs: {} is not used for run state, as {why}; \
+                 remove it, or set XDG_RUNTIME_DIR to a private directory of yours\n",
+                dir.display()
+            ))
+            .run();
+        p.loopx(&["run", "-n", "1", "w"])
+            .env_remove("XDG_RUNTIME_DIR")
+            .env("TMPDIR", &tmp)
+            .run();
+        assert!(names(&dir).is_empty(), "{label}: {:?}", names(&dir));
+    }
+}
+
 #[test]
 fn status_is_listed_in_top_help_and_run_status_runs_a_workflow() {
     let p = Project::new();
