@@ -90,7 +90,7 @@ fn dir_to_list() -> Result<Option<PathBuf>, Error> {
     let dir = dir_path(uid);
     let why = match fs::symlink_metadata(&dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => e.to_string(),
+        Err(e) => format!("it cannot be examined ({e})"),
         Ok(meta) => match not_private(&meta, uid) {
             None => return Ok(Some(dir)),
             Some(why) => why,

@@ -430,8 +430,6 @@ fn a_log_that_is_not_a_regular_file_is_refused() {
         ("/dev/null", "a device"),
     ] {
         p.loopx(&["run", "-n", "1", "--log", log, "w"])
-            // Generous, but short of hanging on the FIFO for a minute.
-            .timeout(std::time::Duration::from_secs(20))
             .usage_error(
                 &format!("refusing the run log {log}: it is {what}, not a regular file"),
                 "loopx run --help",
