@@ -250,6 +250,12 @@ pub trait Observer {
         false
     }
 
+    /// Whether loopx's stdout is this observer's (the API's channel), so
+    /// the run log cannot go there (`--log -`, run_log.rs).
+    fn owns_stdout(&self) -> bool {
+        false
+    }
+
     /// The consumer's request channel (supervisor.rs). Only the API has one.
     fn channel(&self) -> Option<RawFd> {
         None
@@ -536,7 +542,12 @@ pub fn run(opts: &RunOptions, observer: &mut dyn Observer) -> Result<(), Error> 
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     });
-    let mut report = Reporter::new(log.as_deref(), opts.verbose, &run_id)?;
+    let mut report = Reporter::new(
+        log.as_deref(),
+        opts.verbose,
+        &run_id,
+        observer.owns_stdout(),
+    )?;
     report.run_start(&opts.target, &opts.to_json(), &project_root);
     let result = run_loop(opts, observer, &mut report, &project_root, &run_id);
     report.run_end(&result);

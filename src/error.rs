@@ -211,6 +211,12 @@ pub enum Error {
     Reported {
         code: i32,
     },
+    /// `loopx status` found a state directory it does not use (status.rs):
+    /// `why` says what is wrong with it.
+    StateDirNotUsed {
+        dir: PathBuf,
+        why: String,
+    },
     /// stdout was closed under us (e.g. `loopx env list | head -0`).
     StdoutClosed,
     /// loopx was interrupted by a signal: exit 128 + N (§7.3).
@@ -545,6 +551,12 @@ impl fmt::Display for Error {
                  committed: {}\nnot committed: {}",
                 list(committed),
                 list(not_committed)
+            ),
+            Error::StateDirNotUsed { dir, why } => write!(
+                f,
+                "cannot list runs: {} is not used for run state, as {why}; remove it, \
+                 or set XDG_RUNTIME_DIR to a private directory of yours",
+                shown(&dir.to_string_lossy())
             ),
             Error::StdoutClosed => f.write_str("stdout is closed"),
             Error::Reported { code } => write!(f, "failed with exit code {code}"),

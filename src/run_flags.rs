@@ -144,7 +144,8 @@ pub const FLAGS: &[Flag] = &[
         value: "<path>",
         help: &[
             "Append a JSON line per event of the run to this",
-            "file (also LOOPX_LOG; this option wins)",
+            "file of yours, or to stdout if it is '-' (also",
+            "LOOPX_LOG; this option wins)",
         ],
         apply: |o, v| {
             o.log = Some(PathBuf::from(v));
