@@ -6,6 +6,10 @@
 //! accepts exactly the grammar `JSON.parse` accepts, converts numbers the way
 //! JS does, and renders values the way `String()` does.
 //!
+//! A script's stdout is scanned ([`scan_top_level`]), not built into a
+//! [`Value`] tree: only its top-level fields matter (§2.3), and a tree of deep
+//! or wide input is tens of times the size of its text.
+//!
 //! Every walk over a value is iterative (explicit stacks, including `Drop`),
 //! because V8 accepts arbitrarily deep nesting and a script's stdout is
 //! untrusted input: a recursive walk would overflow the stack.
@@ -236,16 +240,15 @@ pub fn scan_top_level(
 }
 
 /// The string literal at `lit` (a span from [`scan_top_level`], between the
-/// quotes) decoded, or `None` without decoding when it is too long to hold
-/// at most `max_chars` characters: a key compared with known field names
-/// never costs more than the names.
+/// quotes) decoded, or `None` without decoding when it is too long to be an
+/// ASCII word of at most `max_chars` characters: comparing a key with
+/// field names never costs more than the names, however long the key.
 pub fn short_string_at(
     bytes: &[u8],
     lit: std::ops::Range<usize>,
     max_chars: usize,
 ) -> Option<String> {
-    // No character takes more than six bytes in a literal (`\uXXXX`; a
-    // surrogate pair is two characters' worth, twelve bytes for one).
+    // No ASCII character takes more than six bytes in a literal (`\u0072`).
     if lit.len() > max_chars.saturating_mul(6) {
         return None;
     }
