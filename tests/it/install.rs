@@ -301,19 +301,29 @@ fn shorthand_org_repo_expands_to_a_github_clone_with_prompts_disabled() {
         .run();
     let args = fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = args.lines().collect();
+    // The stall rule rides along as git config (README "Reliability
+    // notes"); the files are checked out only once their size is known.
     assert_eq!(
-        lines[..6],
+        lines[..11],
         [
+            "-c",
+            "http.lowSpeedLimit=1024",
+            "-c",
+            "http.lowSpeedTime=60",
             "clone",
             "--depth",
             "1",
+            "--no-checkout",
             "--quiet",
             "--",
             "https://github.com/myorg/agent-flows.git"
         ]
     );
-    assert!(lines[6].starts_with(e.tmpdir().to_str().unwrap()), "{args}");
-    assert_eq!(lines[7], "GIT_TERMINAL_PROMPT=0");
+    assert!(
+        lines[11].starts_with(e.tmpdir().to_str().unwrap()),
+        "{args}"
+    );
+    assert_eq!(lines[12], "GIT_TERMINAL_PROMPT=0");
     assert!(!e.p.exists(".loopx"));
 
     // Known git hosts by exact path shape go to git as well.
@@ -324,7 +334,7 @@ fn shorthand_org_repo_expands_to_a_github_clone_with_prompts_disabled() {
         .stderr_contains("git clone of https://gitlab.com/team/flow/ failed")
         .run();
     let args = fs::read_to_string(&log).unwrap();
-    assert_eq!(args.lines().nth(5), Some("https://gitlab.com/team/flow/"));
+    assert_eq!(args.lines().nth(10), Some("https://gitlab.com/team/flow/"));
 }
 
 /// §10.1 rule 2 accepts a known-host URL with a trailing slash; git gets it
@@ -1213,7 +1223,7 @@ fn interrupted_install_exits_with_the_signal_code_and_cleans_up() {
     let go = e.tmp.path().join("go");
     fake_git(
         &bin,
-        "#!/bin/sh\nmkdir -p \"$7\"\ntouch \"$READY\"\n\
+        "#!/bin/sh\nfor a; do dest=$a; done\nmkdir -p \"$dest\"\ntouch \"$READY\"\n\
          while [ ! -e \"$GO\" ]; do sleep 0.05; done\nexit 128\n",
     );
     let running =

@@ -336,10 +336,12 @@ fn sigkill_while_fetching_then_the_next_install_cleans_up() {
     let f = Fixture::new();
     let before = snapshot(&f.loopx_dir());
     let ready = f.tmp.path().join("ready");
-    // A git that starts a clone, says its pid, then hangs (as itself: exec).
+    // A git that starts a clone (into its last argument), says its pid,
+    // then hangs (as itself: exec).
     let path = f.tools(&[(
         "git",
-        "#!/bin/sh\nmkdir -p \"$7\" && echo partial > \"$7/index.sh\"\n\
+        "#!/bin/sh\nfor a; do dest=$a; done\n\
+         mkdir -p \"$dest\" && echo partial > \"$dest/index.sh\"\n\
          echo $$ > \"$READY\"\nexec sleep 1000\n",
     )]);
     let loopx = f
@@ -380,16 +382,22 @@ fn sigkill_while_staging_then_the_next_install_cleans_up() {
     }
     let f = Fixture::new();
     let before = snapshot(&f.loopx_dir());
-    // A git whose clone holds a file with a FIFO mounted over it: staging
-    // copies the file, so loopx blocks reading the FIFO, inside staging,
-    // until the test writes (it never does; it kills loopx there).
+    // A git whose checkout holds a file with a FIFO mounted over it:
+    // staging copies the file, so loopx blocks reading the FIFO, inside
+    // staging, until the test writes (it never does; it kills loopx there).
+    // `clone` (into its last argument) makes an empty `.git`; `-C <dir>
+    // ls-tree` lists one small file; `-C <dir> checkout` writes the files.
     let fifo = f.tmp.path().join("fifo");
     let made = unsafe { libc::mkfifo(c_path(&fifo).as_ptr(), 0o600) };
     assert_eq!(made, 0, "mkfifo: {}", io::Error::last_os_error());
     let path = f.tools(&[(
         "git",
-        "#!/bin/sh\nmkdir -p \"$7/.git\" && printf '#!/bin/bash\\n' > \"$7/index.sh\"\n\
-         : > \"$7/stuck\" && exec mount --bind \"$FIFO\" \"$7/stuck\"\n",
+        "#!/bin/sh\ncase \"$1 $3\" in\n\
+         '-C ls-tree') printf '100644 blob 0 12\\tindex.sh\\0' ;;\n\
+         '-C checkout') printf '#!/bin/bash\\n' > \"$2/index.sh\" && : > \"$2/stuck\" &&\n\
+           exec mount --bind \"$FIFO\" \"$2/stuck\" ;;\n\
+         *) for a; do dest=$a; done; mkdir -p \"$dest/.git\" ;;\n\
+         esac\n",
     )]);
     let mut run = f
         .install(&["org/flow"])
@@ -484,11 +492,7 @@ fn a_download_that_stalls_gives_up_after_the_stall_timeout() {
     let before = snapshot(&f.loopx_dir());
     let server = StallingServer::start();
     let start = Instant::now();
-    let error = format!(
-        "loopx: error: download of {} stalled: no data arrived for 2s, so loopx gave up; \
-         nothing was installed\nhint: LOOPX_INSTALL_STALL_TIMEOUT=<seconds> waits longer",
-        server.url
-    );
+    let error = stalled("download", &server.url);
     let o = f
         .install_fails(&[&server.url], &error)
         .env("LOOPX_INSTALL_STALL_TIMEOUT", "2")
@@ -517,4 +521,13 @@ fn a_stall_timeout_that_is_not_a_number_of_seconds_is_refused() {
             .run();
         f.assert_untouched(&o, &before);
     }
+}
+
+/// The error of an install abandoned by the stall rule (2 s in these tests).
+fn stalled(what: &str, url: &str) -> String {
+    format!(
+        "loopx: error: {what} of {url} stalled: less than 1024 bytes/s arrived for 2s \
+         (LOOPX_INSTALL_STALL_TIMEOUT), so loopx gave up; nothing was installed\n\
+         hint: LOOPX_INSTALL_STALL_TIMEOUT=<seconds> waits longer\n"
+    )
 }
