@@ -1243,3 +1243,61 @@ fn interrupted_install_exits_with_the_signal_code_and_cleans_up() {
     assert!(names(&e.tmpdir()).is_empty(), "{:?}", names(&e.tmpdir()));
     assert!(!e.p.exists(".loopx"));
 }
+
+/// DESIGN "Beyond the spec": no message shows a URL's credentials or query
+/// string, whatever fails (an HTTP error, no connection, git, the source
+/// itself); git and curl get the URL as given, messages show it redacted.
+#[test]
+fn credentials_and_query_strings_never_appear_in_messages() {
+    let e = Env::new();
+    // Nothing but 404s, for the tarball and for git's smart-HTTP probe.
+    let server = Server::new().unwrap();
+    let host = server.url().trim_start_matches("http://").to_string();
+    let cases = [
+        (
+            format!("http://user:s3cret@{host}/missing.tar.gz?token=abc"),
+            format!(
+                "loopx: error: download of http://***@{host}/missing.tar.gz?*** failed: \
+                 HTTP status 404\n"
+            ),
+        ),
+        (
+            format!("http://user:s3cret@{host}/missing.git?token=abc"),
+            format!("loopx: error: git clone of http://***@{host}/missing.git?*** failed: "),
+        ),
+        (
+            "http://user:s3cret@127.0.0.1:9/flow.tgz?token=abc#frag".to_string(),
+            "loopx: error: download of http://***@127.0.0.1:9/flow.tgz?***#*** failed: "
+                .to_string(),
+        ),
+        (
+            "https://user:s3cret@example.com/flow.zip?token=abc".to_string(),
+            "loopx: error: unsupported source \"https://***@example.com/flow.zip?***\": "
+                .to_string(),
+        ),
+    ];
+    for (source, error) in cases {
+        let o = e
+            .install(&[&source])
+            .status(1)
+            .stdout("")
+            .stderr_contains(&error)
+            .run();
+        for secret in ["s3cret", "abc"] {
+            assert!(
+                !o.stderr.contains(secret) && !o.stdout.contains(secret),
+                "{source} shows {secret}\n{o}"
+            );
+        }
+    }
+    // The secrets did reach the server, where they belong.
+    let sent = server.requests();
+    assert!(
+        sent.iter().all(|r| r.target.contains("token=abc")),
+        "{sent:?}"
+    );
+    assert!(
+        sent.iter().any(|r| r.path.starts_with("/missing.git")),
+        "git never asked: {sent:?}"
+    );
+}
