@@ -1301,3 +1301,24 @@ fn credentials_and_query_strings_never_appear_in_messages() {
         "git never asked: {sent:?}"
     );
 }
+
+/// The same for a usage error that lists the sources given.
+#[test]
+fn credentials_are_hidden_in_usage_errors_too() {
+    let p = Project::new();
+    let o = p
+        .loopx(&[
+            "install",
+            "https://user:s3cret@example.com/a.tar.gz?token=abc",
+            "org/repo",
+        ])
+        .usage_error(
+            "expected one source, got 2: https://***@example.com/a.tar.gz?*** org/repo",
+            "loopx install --help",
+        )
+        .run();
+    assert!(
+        !o.stderr.contains("s3cret") && !o.stderr.contains("abc"),
+        "{o}"
+    );
+}
