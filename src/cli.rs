@@ -311,7 +311,15 @@ fn parse_install(rest: Vec<OsString>) -> Result<Command, Error> {
             yes,
         })),
         n => Err(Error::usage(
-            format!("expected one source, got {n}: {}", sources.join(" ")),
+            format!(
+                "expected one source, got {n}: {}",
+                // Sources may carry credentials (install::redact).
+                sources
+                    .iter()
+                    .map(|s| crate::install::redact::url(s))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
             INSTALL_HELP,
         )),
     }
