@@ -76,6 +76,10 @@ impl Observer for Api {
     fn channel(&self) -> Option<RawFd> {
         Some(0)
     }
+
+    fn owns_stdout(&self) -> bool {
+        true
+    }
 }
 
 /// Runs the machine mode; every outcome is reported on the channel, so the

@@ -360,7 +360,15 @@ fn parse_install(rest: Vec<OsString>) -> Result<Command, Error> {
             yes,
         })),
         n => Err(Error::usage(
-            format!("expected one source, got {n}: {}", sources.join(" ")),
+            format!(
+                "expected one source, got {n}: {}",
+                // Sources may carry credentials (install::redact).
+                sources
+                    .iter()
+                    .map(|s| crate::install::redact::url(s))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
             INSTALL_HELP,
         )),
     }
@@ -508,12 +516,13 @@ mod tests {
 
     #[test]
     fn output_flags() {
-        let out = |r: Option<&str>, g: Option<&str>, s: bool| {
-            Command::Output(Output {
+        let out = |r: Option<&str>, g: Option<&str>, s: bool| Command::Output {
+            out: Output {
                 result: r.map(String::from),
                 goto: g.map(String::from),
                 stop: s,
-            })
+            },
+            extensions: Vec::new(),
         };
         assert_eq!(
             parse_strs(&["output", "--result", "x"]).unwrap(),

@@ -9,15 +9,20 @@ use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::bounded_read::Interrupt;
+use crate::checkpoint::{self, Checkpoint, Keeper};
+use crate::clock;
 use crate::discovery::{self, Discovery, Workflow};
 use crate::duration;
 use crate::env;
 use crate::error::Error;
+use crate::json;
 use crate::messages;
 use crate::output::{self, Output};
 use crate::process::{self, Launch, Status};
 use crate::report::{self, Done, Reporter, ScriptRun};
 use crate::resolve::{self, Resolved};
+use crate::resume;
 use crate::run_options::RunOptions;
 use crate::runtime;
 use crate::script_env::ScriptEnv;
@@ -26,10 +31,6 @@ use crate::supervisor::{self, Ending, Finished, Supervisor};
 use crate::terminal::Terminal;
 use crate::version_check;
 use crate::wait;
-use crate::checkpoint::{self, Checkpoint, Keeper};
-use crate::clock;
-use crate::json;
-use crate::resume;
 
 /// Retry delays double up to this.
 const RETRY_DELAY_CAP: Duration = Duration::from_secs(30 * 60);
@@ -62,6 +63,7 @@ fn own_binary() -> Result<PathBuf, Error> {
 pub fn prepare(
     project_root: &Path,
     args: &RunOptions,
+    interrupt: &mut dyn Interrupt,
 ) -> Result<(Discovery, Vec<(OsString, OsString)>), Error> {
     if !discovery::has_loopx_dir(project_root) {
         return Err(Error::NoLoopxDir {
@@ -77,7 +79,7 @@ pub fn prepare(
         });
     }
     let env_file = args.env_file.as_ref().map(|p| project_root.join(p));
-    let vars = env::load_for_run(env_file.as_deref())?;
+    let vars = env::load_for_run(env_file.as_deref(), interrupt)?;
     Ok((d, vars))
 }
 
@@ -93,6 +95,12 @@ pub trait Observer {
     /// (terminal.rs). Only the CLI: under the API the terminal belongs to
     /// the consumer's program.
     fn shares_terminal(&self) -> bool {
+        false
+    }
+
+    /// Whether loopx's stdout is this observer's (the API's channel), so
+    /// the run log cannot go there (`--log -`, run_log.rs).
+    fn owns_stdout(&self) -> bool {
         false
     }
 
@@ -315,8 +323,7 @@ impl Loop<'_> {
                 label: &label,
             };
             self.report.script_start(&run);
-            let mut finished =
-                self.run_once(current, &label, stdin, &iteration, attempt, waits)?;
+            let mut finished = self.run_once(current, &label, stdin, &iteration, attempt, waits)?;
             let verdict = judge(&finished, &label, &current.script.path, self.opts.timeout);
             if let (Ending::TimedOut, Some(after)) = (finished.ending, self.opts.timeout) {
                 self.report.timeout(&run, after);
@@ -555,7 +562,7 @@ impl Loop<'_> {
 /// Where a run begins: anew, or where a checkpoint left it.
 enum Origin {
     New,
-    Resumed(Keeper),
+    Resumed(Box<Keeper>),
 }
 
 /// `loopx run <target>` (and the API's machine mode through `observer`);
@@ -567,7 +574,7 @@ pub fn run(opts: &RunOptions, observer: &mut dyn Observer) -> Result<(), Error> 
         if let (Some(dir), Some(root)) = (checkpoint::dir(), root.to_str()) {
             if let Some(id) = resume::find(&dir, root, Some(&opts.target), None)? {
                 let (ckpt, record) = resume::take(&dir, &id)?;
-                return execute(opts, observer, Origin::Resumed(Keeper::new(ckpt, record)));
+                return execute(opts, observer, Origin::Resumed(Box::new(Keeper::new(ckpt, record))));
             }
         }
     }
@@ -587,19 +594,18 @@ pub fn resume(
         available: Vec::new(),
     })?;
     let root_text = root.to_string_lossy();
-    let id = resume::find(&dir, &root_text, None, prefix)?.ok_or_else(|| {
-        Error::NothingToResume {
+    let id =
+        resume::find(&dir, &root_text, None, prefix)?.ok_or_else(|| Error::NothingToResume {
             what: format!("in {root_text}"),
             available: Vec::new(),
-        }
-    })?;
+        })?;
     let (ckpt, record) = resume::take(&dir, &id)?;
     if Path::new(&record.root) != root {
         std::env::set_current_dir(&record.root)
             .map_err(|e| Error::io(format!("cannot resume in {}", record.root), e))?;
     }
     let opts = given(RunOptions::from_saved(&record.target, &record.options));
-    execute(&opts, &mut Cli, Origin::Resumed(Keeper::new(ckpt, record)))
+    execute(&opts, &mut Cli, Origin::Resumed(Box::new(Keeper::new(ckpt, record))))
 }
 
 fn project_root() -> Result<PathBuf, Error> {
@@ -618,7 +624,12 @@ fn execute(opts: &RunOptions, observer: &mut dyn Observer, origin: Origin) -> Re
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     });
-    let mut report = Reporter::new(log.as_deref(), opts.verbose, &run_id)?;
+    let mut report = Reporter::new(
+        log.as_deref(),
+        opts.verbose,
+        &run_id,
+        observer.owns_stdout(),
+    )?;
     match &origin {
         Origin::New => report.run_start(&opts.target, &opts.to_json(), &project_root),
         Origin::Resumed(keeper) => report.run_resume(
@@ -702,14 +713,17 @@ fn run_loop(
     origin: Origin,
     ended: &mut Ended,
 ) -> Result<Done, Error> {
-    let signals = Signals::install().map_err(|e| Error::io("cannot install signal handlers", e))?;
+    let mut signals =
+        Signals::install().map_err(|e| Error::io("cannot install signal handlers", e))?;
     process::become_subreaper();
     // A resumed run keeps its checkpoint whatever happens next.
     let resumed = match origin {
-        Origin::Resumed(keeper) => Some(ended.keeper.insert(keeper).record().clone()),
+        Origin::Resumed(keeper) => Some(ended.keeper.insert(*keeper).record().clone()),
         Origin::New => None,
     };
-    let (d, vars) = prepare(project_root, opts)?;
+    // The handlers are in place (SA_RESTART): reading an env file that is a
+    // pipe must watch them, or an interrupt could not end it.
+    let (d, vars) = prepare(project_root, opts, &mut signals)?;
     let start = resolve::start(&d, &opts.target)?;
     if opts.max_iterations == Some(0) {
         // §7.1 step 4: validated, nothing runs, no version check.
@@ -769,7 +783,9 @@ fn run_loop(
         budget_end: opts
             .max_time
             .and_then(|max| supervisor::deadline(max.saturating_sub(active_before))),
-        iterations: resumed.as_ref().map_or(0, |r| r.iteration.saturating_sub(1)),
+        iterations: resumed
+            .as_ref()
+            .map_or(0, |r| r.iteration.saturating_sub(1)),
         keeper: ended.keeper.take(),
         input_saved: resumed.is_some(),
         cost: resumed.as_ref().map_or(0.0, |r| r.cost_usd),
@@ -778,7 +794,15 @@ fn run_loop(
         started: Instant::now(),
         report,
     };
-    let result = lp.iterate(&d, start, &mut current, &mut stdin, &mut step, observer, &mut entered);
+    let result = lp.iterate(
+        &d,
+        start,
+        &mut current,
+        &mut stdin,
+        &mut step,
+        observer,
+        &mut entered,
+    );
     ended.keeper = lp.keeper.take();
     ended.cost = lp.cost;
     ended.cost_reported = lp.cost_reported;
@@ -799,7 +823,8 @@ impl<'d> Loop<'_> {
         observer: &mut dyn Observer,
         entered: &mut EnteredWorkflows<'d>,
     ) -> Result<Done, Error> {
-        self.runtimes.require_bash(current.workflow, current.script)?;
+        self.runtimes
+            .require_bash(current.workflow, current.script)?;
         loop {
             // §7.3: between iterations, an interrupt exits at once.
             self.sup.between_scripts()?;

@@ -64,6 +64,10 @@ pub enum Error {
         path: PathBuf,
         err: io::Error,
     },
+    /// An env file over bounded_read's limit (a device, a runaway pipe).
+    EnvFileTooLarge {
+        path: PathBuf,
+    },
     /// `loopx env set` with a name or value the env file cannot hold (§4.3).
     InvalidEnvName {
         name: String,
@@ -159,7 +163,9 @@ pub enum Error {
         tool: &'static str,
         purpose: &'static str,
     },
-    /// `git clone` failed; `detail` is the gist of git's stderr.
+    /// `git clone` failed; `detail` is the gist of git's stderr. Here and
+    /// below, `url` and `detail` come redacted (install::redact): they may
+    /// hold credentials or signed query strings.
     GitClone {
         url: String,
         detail: String,
@@ -175,14 +181,25 @@ pub enum Error {
         status: Option<u16>,
         detail: String,
     },
-    /// The download received nothing for `secs` seconds (or could not even
-    /// connect in that time) and was abandoned.
-    DownloadStalled {
-        url: String,
+    /// A download or clone received less than `MIN_SPEED` bytes a second
+    /// for `secs` seconds (or could not even connect in that time) and was
+    /// abandoned. `what` is "download of <url>" or "git clone of <url>".
+    InstallStalled {
+        what: String,
         secs: u64,
     },
     /// `LOOPX_INSTALL_STALL_TIMEOUT` is not a positive whole number.
     BadStallTimeout {
+        value: String,
+    },
+    /// A download, an extraction or a checkout went over
+    /// `LOOPX_INSTALL_MAX_SIZE` (`limit` bytes); `what` says which.
+    InstallTooLarge {
+        what: String,
+        limit: u64,
+    },
+    /// `LOOPX_INSTALL_MAX_SIZE` is not a size.
+    BadMaxSize {
         value: String,
     },
     /// The downloaded tarball cannot be extracted (not gzip, corrupt, or an
@@ -233,6 +250,12 @@ pub enum Error {
     /// code remains.
     Reported {
         code: i32,
+    },
+    /// `loopx status` found a state directory it does not use (status.rs):
+    /// `why` says what is wrong with it.
+    StateDirNotUsed {
+        dir: PathBuf,
+        why: String,
     },
     /// stdout was closed under us (e.g. `loopx env list | head -0`).
     StdoutClosed,
@@ -449,6 +472,12 @@ impl fmt::Display for Error {
                     shown(&path.to_string_lossy())
                 )
             }
+            Error::EnvFileTooLarge { path } => write!(
+                f,
+                "cannot read env file {}: it is larger than {}, the limit for an env file",
+                shown(&path.to_string_lossy()),
+                crate::bounded_read::LIMIT_TEXT
+            ),
             Error::InvalidEnvName { name } => write!(
                 f,
                 "invalid variable name '{name}': names match [A-Za-z_][A-Za-z0-9_]*"
@@ -578,10 +607,25 @@ impl fmt::Display for Error {
             Error::Download { url, detail, .. } => {
                 write!(f, "download of {url} failed: {detail}")
             }
-            Error::DownloadStalled { url, secs } => write!(
+            Error::InstallStalled { what, secs } => write!(
                 f,
-                "download of {url} stalled: no data arrived for {secs}s, so loopx gave up; \
-                 nothing was installed\nhint: LOOPX_INSTALL_STALL_TIMEOUT=<seconds> waits longer"
+                "{what} stalled: less than {} bytes/s arrived for {secs}s \
+                 (LOOPX_INSTALL_STALL_TIMEOUT), so loopx gave up; nothing was installed\n\
+                 hint: LOOPX_INSTALL_STALL_TIMEOUT=<seconds> waits longer",
+                crate::install::limits::MIN_SPEED
+            ),
+            Error::InstallTooLarge { what, limit } => write!(
+                f,
+                "{what} is larger than the install size limit of {} (LOOPX_INSTALL_MAX_SIZE), \
+                 so loopx gave up; nothing was installed\n\
+                 hint: LOOPX_INSTALL_MAX_SIZE=<bytes, or with a K, M or G suffix> raises it",
+                crate::install::limits::format_size(*limit)
+            ),
+            Error::BadMaxSize { value } => write!(
+                f,
+                "LOOPX_INSTALL_MAX_SIZE must be a size in bytes, or with a K, M or G suffix \
+                 (e.g. 512M), got '{}'",
+                shown(value)
             ),
             Error::BadStallTimeout { value } => write!(
                 f,
@@ -614,6 +658,12 @@ impl fmt::Display for Error {
                  committed: {}\nnot committed: {}",
                 list(committed),
                 list(not_committed)
+            ),
+            Error::StateDirNotUsed { dir, why } => write!(
+                f,
+                "cannot list runs: {} is not used for run state, as {why}; remove it, \
+                 or set XDG_RUNTIME_DIR to a private directory of yours",
+                shown(&dir.to_string_lossy())
             ),
             Error::StdoutClosed => f.write_str("stdout is closed"),
             Error::Reported { code } => write!(f, "failed with exit code {code}"),

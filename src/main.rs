@@ -2,6 +2,7 @@
 //! concern lives in its own module.
 
 mod api;
+mod bounded_read;
 mod checkpoint;
 mod cli;
 mod clock;

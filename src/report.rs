@@ -94,9 +94,17 @@ fn script_line(log: &RunLog, event: &str, run: &ScriptRun) -> Object {
 }
 
 impl Reporter {
-    /// `log`: the run log's path, already chosen (`--log` over `LOOPX_LOG`).
-    pub fn new(log: Option<&Path>, verbose: bool, run_id: &str) -> Result<Reporter, Error> {
-        let log = log.map(|path| RunLog::open(path, run_id)).transpose()?;
+    /// `log`: the run log's path, already chosen (`--log` over `LOOPX_LOG`);
+    /// `stdout_taken` when it may not be `-` (RunLog::open).
+    pub fn new(
+        log: Option<&Path>,
+        verbose: bool,
+        run_id: &str,
+        stdout_taken: bool,
+    ) -> Result<Reporter, Error> {
+        let log = log
+            .map(|path| RunLog::open(path, run_id, stdout_taken))
+            .transpose()?;
         Ok(Reporter {
             log,
             status: None,

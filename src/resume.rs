@@ -27,9 +27,10 @@ pub fn find(
     let ours = |f: &&Found| resumable(f).is_some_and(|r| r.root == root);
     let available = || found.iter().filter(ours).map(|f| f.id.clone()).collect();
     let Some(prefix) = prefix else {
-        let latest = found.iter().filter(ours).find(|f| {
-            target.map_or(true, |t| resumable(f).is_some_and(|r| r.target == t))
-        });
+        let latest = found
+            .iter()
+            .filter(ours)
+            .find(|f| target.map_or(true, |t| resumable(f).is_some_and(|r| r.target == t)));
         return Ok(latest.map(|f| f.id.clone()));
     };
     let matching: Vec<&Found> = found
@@ -43,10 +44,7 @@ pub fn find(
             available: available(),
         }),
         many => Err(Error::NothingToResume {
-            what: format!(
-                "'{prefix}' alone: it starts {} run ids",
-                many.len()
-            ),
+            what: format!("'{prefix}' alone: it starts {} run ids", many.len()),
             available: many.iter().map(|f| f.id.clone()).collect(),
         }),
     }

@@ -170,7 +170,8 @@ pub const FLAGS: &[Flag] = &[
         value: "<path>",
         help: &[
             "Append a JSON line per event of the run to this",
-            "file (also LOOPX_LOG; this option wins)",
+            "file of yours, or to stdout if it is '-' (also",
+            "LOOPX_LOG; this option wins)",
         ],
         apply: |o, v| {
             o.log = Some(PathBuf::from(v));
@@ -354,7 +355,10 @@ pub fn parse_resume(args: Vec<OsString>) -> Result<ParsedResume, String> {
         given.push((index, value));
     }
     if ids.len() > 1 {
-        return Err(format!("expected at most one run id, got {}", ids.join(" ")));
+        return Err(format!(
+            "expected at most one run id, got {}",
+            ids.join(" ")
+        ));
     }
     Ok(ParsedResume::Resume {
         id: ids.pop(),

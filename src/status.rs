@@ -37,24 +37,70 @@ pub enum Phase {
     Waiting(i64),
 }
 
+/// Where the state directory is: `$XDG_RUNTIME_DIR/loopx`, else
+/// `loopx-<uid>` in the system's temporary directory.
+fn dir_path(uid: u32) -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        Some(runtime) if runtime.is_absolute() => runtime.join("loopx"),
+        _ => std::env::temp_dir().join(format!("loopx-{uid}")),
+    }
+}
+
+/// Why an existing state directory is not safely the user's, so loopx
+/// neither writes into it nor trusts what it holds: in a shared temporary
+/// directory anyone may have made `loopx-<uid>` first. None when private.
+fn not_private(meta: &fs::Metadata, uid: u32) -> Option<String> {
+    let mode = meta.permissions().mode() & 0o7777;
+    if meta.file_type().is_symlink() {
+        Some("it is a symbolic link".to_string())
+    } else if !meta.is_dir() {
+        Some("it is not a directory".to_string())
+    } else if meta.uid() != uid {
+        Some(format!(
+            "it belongs to uid {}, not to you (uid {uid})",
+            meta.uid()
+        ))
+    } else if mode & 0o077 != 0 {
+        Some(format!(
+            "it is open to other users (mode {mode:04o}; loopx needs 0700)"
+        ))
+    } else {
+        None
+    }
+}
+
 /// The state directory, created private to the user if missing; None when
 /// it cannot be made or is not safely ours (someone else's, a symlink, open
 /// to others).
 pub fn dir() -> Option<PathBuf> {
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
-    let dir = match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
-        Some(runtime) if runtime.is_absolute() => runtime.join("loopx"),
-        _ => std::env::temp_dir().join(format!("loopx-{uid}")),
-    };
+    let dir = dir_path(uid);
     match fs::DirBuilder::new().mode(0o700).create(&dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(_) => return None,
     }
     let meta = fs::symlink_metadata(&dir).ok()?;
-    let private = meta.is_dir() && meta.uid() == uid && meta.permissions().mode() & 0o077 == 0;
-    private.then_some(dir)
+    not_private(&meta, uid).is_none().then_some(dir)
+}
+
+/// The state directory as `loopx status` reads it: None when there is none
+/// (no run has made it), an error naming it when it is there but not used
+/// (runs then keep no state, so an empty list would be a lie).
+fn dir_to_list() -> Result<Option<PathBuf>, Error> {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let dir = dir_path(uid);
+    let why = match fs::symlink_metadata(&dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => format!("it cannot be examined ({e})"),
+        Ok(meta) => match not_private(&meta, uid) {
+            None => return Ok(Some(dir)),
+            Some(why) => why,
+        },
+    };
+    Err(Error::StateDirNotUsed { dir, why })
 }
 
 /// A process's start time (clock ticks since boot, /proc/<pid>/stat field
@@ -349,7 +395,7 @@ fn live_runs(dir: &Path) -> Vec<Live> {
 
 /// `loopx status [--json]`: the live runs, then the resumable ones.
 pub fn list(as_json: bool) -> Result<(), Error> {
-    let runs = dir().map(|d| live_runs(&d)).unwrap_or_default();
+    let runs = dir_to_list()?.map(|d| live_runs(&d)).unwrap_or_default();
     let resumable = resumable_runs();
     let now = clock::unix_ms(SystemTime::now());
     if as_json {
@@ -490,7 +536,9 @@ fn table(runs: &[Live], now_ms: u64) -> String {
             "waiting" => {
                 let until = text_of(v, "until");
                 // `2026-11-25T14:00:00.000Z` → `2026-11-25T14:00:00Z`
-                let until = until.get(..19).map_or(until.to_string(), |t| format!("{t}Z"));
+                let until = until
+                    .get(..19)
+                    .map_or(until.to_string(), |t| format!("{t}Z"));
                 script.push_str(&format!(" (waiting until {until})"));
             }
             _ => {}
@@ -540,6 +588,31 @@ mod tests {
              7    /home/me/long  b       b:index (waiting to retry)  12 (attempt 2)  1h1m1s\n"
         );
         assert_eq!(table(&[], 0), "no loopx runs\n");
+    }
+
+    #[test]
+    fn a_state_directory_is_used_only_when_private_to_the_user() {
+        let dir = std::env::temp_dir().join(format!("loopx-status-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let meta = |mode| {
+            fs::set_permissions(&dir, fs::Permissions::from_mode(mode)).unwrap();
+            fs::symlink_metadata(&dir).unwrap()
+        };
+        let me = meta(0o700).uid();
+        assert_eq!(not_private(&meta(0o700), me), None);
+        assert_eq!(
+            not_private(&meta(0o777), me).unwrap(),
+            "it is open to other users (mode 0777; loopx needs 0700)"
+        );
+        assert_eq!(
+            not_private(&meta(0o750), me).unwrap(),
+            "it is open to other users (mode 0750; loopx needs 0700)"
+        );
+        assert_eq!(
+            not_private(&meta(0o700), me + 1).unwrap(),
+            format!("it belongs to uid {me}, not to you (uid {})", me + 1)
+        );
+        fs::remove_dir(&dir).unwrap();
     }
 
     #[test]

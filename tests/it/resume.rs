@@ -101,7 +101,10 @@ fn a_failed_run_is_resumed_where_it_stopped() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("json line"))
         .collect();
-    let kinds: Vec<&str> = events.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
     assert!(kinds.contains(&"run_resume"), "{kinds:?}");
     assert!(events.iter().all(|e| e["run_id"] == id.as_str()), "{text}");
     assert_eq!(events.last().unwrap()["reason"], "stop");
@@ -202,8 +205,8 @@ fn status_lists_resumable_runs_with_the_command_to_resume() {
     let out = p.loopx(&["status"]).run();
     assert!(out.stdout.contains(&format!("loopx resume {id}")), "{out}");
     assert!(out.stdout.contains("script_failed"), "{out}");
-    let json: Value = serde_json::from_str(&p.loopx(&["status", "--json"]).run().stdout)
-        .expect("status --json");
+    let json: Value =
+        serde_json::from_str(&p.loopx(&["status", "--json"]).run().stdout).expect("status --json");
     let resumable: Vec<&Value> = json
         .as_array()
         .expect("an array of runs")

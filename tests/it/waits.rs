@@ -88,7 +88,11 @@ fn a_wait_given_as_a_time_already_past_runs_the_script_again_at_once() {
 #[test]
 fn stop_beats_retry_after() {
     let p = Project::new();
-    p.script("w", "index.sh", r#"printf '{"stop":true,"retry_after":3600}'"#);
+    p.script(
+        "w",
+        "index.sh",
+        r#"printf '{"stop":true,"retry_after":3600}'"#,
+    );
     p.loopx(&["run", "w"]).run();
 }
 
@@ -117,7 +121,11 @@ fn a_goto_beside_retry_after_is_ignored_and_verbose_notes_it() {
 #[test]
 fn the_run_log_records_each_wait() {
     let p = Project::new();
-    p.script("w", "index.sh", &waiting("index", 1, "0.2", r#"{"stop":true}"#));
+    p.script(
+        "w",
+        "index.sh",
+        &waiting("index", 1, "0.2", r#"{"stop":true}"#),
+    );
     p.loopx(&["run", "--log", "run.jsonl", "w"])
         .stderr_contains("asked to wait until")
         .run();
@@ -127,7 +135,12 @@ fn the_run_log_records_each_wait() {
     let w = wait[0];
     assert_eq!(w["iteration"], 1);
     assert_eq!(w["target"], "w:index");
-    assert!(w["seconds"].as_f64().is_some_and(|s| (0.0..=0.2).contains(&s)), "{w}");
+    assert!(
+        w["seconds"]
+            .as_f64()
+            .is_some_and(|s| (0.0..=0.2).contains(&s)),
+        "{w}"
+    );
     assert!(w["until"].as_str().is_some_and(|u| u.ends_with('Z')), "{w}");
 }
 
@@ -196,19 +209,35 @@ fn a_wait_past_the_max_time_budget_ends_the_run_with_75_at_once() {
 #[test]
 fn invalid_extension_values_fail_the_run_naming_script_field_and_value() {
     let cases = [
-        (r#"{"retry_after":-1}"#, "invalid retry_after -1 from w:index"),
+        (
+            r#"{"retry_after":-1}"#,
+            "invalid retry_after -1 from w:index",
+        ),
         (
             r#"{"retry_after":"tomorrow"}"#,
             "invalid retry_after \"tomorrow\" from w:index",
         ),
-        (r#"{"retry_after":true}"#, "invalid retry_after true from w:index"),
-        (r#"{"retry_after":null}"#, "invalid retry_after null from w:index"),
+        (
+            r#"{"retry_after":true}"#,
+            "invalid retry_after true from w:index",
+        ),
+        (
+            r#"{"retry_after":null}"#,
+            "invalid retry_after null from w:index",
+        ),
         (r#"{"cost_usd":-0.5}"#, "invalid cost_usd -0.5 from w:index"),
-        (r#"{"result":"r","cost_usd":"1"}"#, "invalid cost_usd \"1\" from w:index"),
+        (
+            r#"{"result":"r","cost_usd":"1"}"#,
+            "invalid cost_usd \"1\" from w:index",
+        ),
     ];
     for (stdout, message) in cases {
         let p = Project::new();
-        p.script("w", "index.sh", &format!("printf '%s' {}", sh_quote(stdout)));
+        p.script(
+            "w",
+            "index.sh",
+            &format!("printf '%s' {}", sh_quote(stdout)),
+        );
         p.loopx(&["run", "w"])
             .status(1)
             .stderr_contains(&format!("loopx: error: {message}: "))
@@ -246,12 +275,9 @@ fn cost_is_counted_from_any_top_level_object_and_never_changes_the_result() {
     // An object with only cost_usd is plain text to §2.3: its whole text is
     // the result, and no goto happens; the cost still counts.
     let p = Project::new();
-    p.script(
-        "w",
-        "index.sh",
-        r#"printf '{"cost_usd":0.25}'"#,
-    );
-    p.loopx(&["run", "-n", "2", "--log", "run.jsonl", "w"]).run();
+    p.script("w", "index.sh", r#"printf '{"cost_usd":0.25}'"#);
+    p.loopx(&["run", "-n", "2", "--log", "run.jsonl", "w"])
+        .run();
     let events = events(&p.path("run.jsonl"));
     let end = events.last().expect("run_end");
     assert_eq!(end["cost_usd"], 0.5);
@@ -263,9 +289,15 @@ fn loopx_output_writes_the_extension_fields() {
     p.loopx(&["output", "--retry-after", "1h30m", "--cost-usd", "0.25"])
         .stdout("{\"retry_after\":5400,\"cost_usd\":0.25}\n")
         .run();
-    p.loopx(&["output", "--result", "r", "--retry-after", "2026-11-25T14:00:00Z"])
-        .stdout("{\"result\":\"r\",\"retry_after\":\"2026-11-25T14:00:00Z\"}\n")
-        .run();
+    p.loopx(&[
+        "output",
+        "--result",
+        "r",
+        "--retry-after",
+        "2026-11-25T14:00:00Z",
+    ])
+    .stdout("{\"result\":\"r\",\"retry_after\":\"2026-11-25T14:00:00Z\"}\n")
+    .run();
     for bad in [
         &["output", "--retry-after", "soon"][..],
         &["output", "--cost-usd", "-1"],
