@@ -574,7 +574,11 @@ pub fn run(opts: &RunOptions, observer: &mut dyn Observer) -> Result<(), Error> 
         if let (Some(dir), Some(root)) = (checkpoint::dir(), root.to_str()) {
             if let Some(id) = resume::find(&dir, root, Some(&opts.target), None)? {
                 let (ckpt, record) = resume::take(&dir, &id)?;
-                return execute(opts, observer, Origin::Resumed(Box::new(Keeper::new(ckpt, record))));
+                return execute(
+                    opts,
+                    observer,
+                    Origin::Resumed(Box::new(Keeper::new(ckpt, record))),
+                );
             }
         }
     }
@@ -605,7 +609,11 @@ pub fn resume(
             .map_err(|e| Error::io(format!("cannot resume in {}", record.root), e))?;
     }
     let opts = given(RunOptions::from_saved(&record.target, &record.options));
-    execute(&opts, &mut Cli, Origin::Resumed(Box::new(Keeper::new(ckpt, record))))
+    execute(
+        &opts,
+        &mut Cli,
+        Origin::Resumed(Box::new(Keeper::new(ckpt, record))),
+    )
 }
 
 fn project_root() -> Result<PathBuf, Error> {

@@ -622,9 +622,22 @@ fn status_shows_a_run_in_a_long_script_and_forgets_it_after_sigkill() {
     unsafe { libc::kill(-script, libc::SIGKILL) };
     run.finish();
     assert!(file.exists(), "a killed run cannot clean up");
-    status(&p, &[]).stdout("no loopx runs\n").run();
+    // No longer live; resumable now (its checkpoint stays, README "Resume").
+    let out = status(&p, &[]).run();
+    assert!(
+        out.stdout.starts_with("no loopx runs\n\nRESUMABLE"),
+        "{out}"
+    );
+    assert!(out.stdout.contains("killed (no word from loopx)"), "{out}");
     assert!(!file.exists(), "the stale entry was deleted");
-    status(&p, &["--json"]).stdout("[]\n").run();
+    let json: Value = serde_json::from_str(&status(&p, &["--json"]).run().stdout).unwrap();
+    let states: Vec<&str> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["resumable"]);
 }
 
 #[test]
@@ -876,7 +889,16 @@ fn without_log_or_verbose_nothing_new_is_written_or_printed() {
         .stderr("loopx: w:check failed (exit 2); retry 1 of 1 in 0s\n")
         .run();
     let (root, mut home) = (tree(p.root()), tree(p.home()));
-    // The status directory may now exist, empty (the file went at the end).
-    home.retain(|(path, _)| path != &runtime.join("loopx"));
+    // The status directory may now exist, empty (the file went at the end),
+    // and so may the checkpoints' (the run finished: its checkpoint went).
+    let state = p.home().join(".local");
+    home.retain(|(path, _)| path != &runtime.join("loopx") && !path.starts_with(&state));
     assert_eq!((root, home), before);
+    assert_eq!(
+        fs::read_dir(state.join("state/loopx/runs"))
+            .unwrap()
+            .count(),
+        0,
+        "no checkpoint left"
+    );
 }
