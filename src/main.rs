@@ -5,6 +5,7 @@ mod api;
 mod cli;
 mod clock;
 mod delegate;
+mod descendants;
 mod discovery;
 mod duration;
 mod engine;
