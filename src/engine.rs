@@ -20,6 +20,7 @@ use crate::process::{self, Launch, Status};
 use crate::report::{Done, Reporter, ScriptRun};
 use crate::runtime;
 use crate::script_env::ScriptEnv;
+use crate::shim_parent;
 use crate::signals::Signals;
 use crate::supervisor::{self, Ending, Finished, Supervisor};
 use crate::target;
@@ -549,6 +550,8 @@ fn run_loop(
     run_id: &str,
 ) -> Result<Done, Error> {
     let signals = Signals::install().map_err(|e| Error::io("cannot install signal handlers", e))?;
+    // After the handlers: a shim that is gone already ends the run as SIGTERM.
+    shim_parent::watch();
     process::become_subreaper();
     let (d, vars) = prepare(project_root, opts)?;
     let start = resolve_start(&d, &opts.target)?;
@@ -581,7 +584,11 @@ fn run_loop(
             runtime::Settings::from_env(&vars),
             project_root.to_path_buf(),
         ),
-        env: ScriptEnv::new(std::env::vars_os(), &[&vars, &own]),
+        // The shim's pid is for loopx alone (shim_parent.rs).
+        env: ScriptEnv::new(
+            std::env::vars_os().filter(|(k, _)| k != shim_parent::VAR),
+            &[&vars, &own],
+        ),
         budget_end: opts.max_time.and_then(supervisor::deadline),
         iterations: 0,
         report,

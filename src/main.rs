@@ -29,6 +29,7 @@ mod runtime;
 mod script_env;
 mod self_exe;
 mod semver_range;
+mod shim_parent;
 mod signals;
 mod status;
 mod supervisor;

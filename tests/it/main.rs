@@ -20,6 +20,7 @@ mod observe;
 mod process;
 mod release;
 mod run_loop;
+mod shim;
 mod signals;
 mod unattended;
 mod version_check;
