@@ -549,9 +549,10 @@ fn run_loop(
     project_root: &Path,
     run_id: &str,
 ) -> Result<Done, Error> {
-    let signals = Signals::install().map_err(|e| Error::io("cannot install signal handlers", e))?;
+    let mut signals =
+        Signals::install().map_err(|e| Error::io("cannot install signal handlers", e))?;
     // After the handlers: a shim that is gone already ends the run as SIGTERM.
-    shim_parent::watch();
+    shim_parent::watch(&mut signals);
     process::become_subreaper();
     let (d, vars) = prepare(project_root, opts)?;
     let start = resolve_start(&d, &opts.target)?;

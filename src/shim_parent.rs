@@ -12,6 +12,8 @@
 
 use std::ffi::OsStr;
 
+use crate::signals::Signals;
+
 /// Set by the npm shim on its spawn path: its own pid.
 pub const VAR: &str = "LOOPX_SHIM_PID";
 
@@ -47,32 +49,40 @@ pub fn check(shim: libc::pid_t, parent: libc::pid_t, shim_alive: bool) -> Check 
     }
 }
 
-/// Call after the signal handlers are installed (signals.rs): the SIGTERM
-/// this may send goes through them.
-pub fn watch() {
+/// Watches the shim named by `LOOPX_SHIM_PID`, if any. Call right after
+/// the signal handlers are installed (signals.rs).
+pub fn watch(signals: &mut Signals) {
     let Some(shim) = parse(std::env::var_os(VAR).as_deref()) else {
         return;
     };
-    watch_pid(shim);
+    watch_pid(signals, shim);
 }
 
-#[cfg(target_os = "linux")]
-fn watch_pid(shim: libc::pid_t) {
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn watch_pid(signals: &mut Signals, shim: libc::pid_t) {
+    // Without the handler the signal would kill loopx outright: no watch.
+    let Ok(sig) = signals.catch_parent_death() else {
+        return;
+    };
     // First the request, then the look at the parent: a shim that dies in
     // between is seen one way or the other.
-    // SAFETY: prctl with integer arguments; getppid, getpid and kill cannot
-    // harm anything but this process.
+    // SAFETY: prctl with integer arguments.
     unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0);
-        // A zombie counts as gone: its parent may not have reaped it yet.
-        let alive = std::fs::read_to_string(format!("/proc/{shim}/stat"))
-            .ok()
-            .and_then(|text| crate::descendants::parse_stat(shim, &text))
-            .is_some_and(|p| !p.zombie);
-        match check(shim, libc::getppid(), alive) {
+        libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0);
+    }
+    // A zombie counts as gone: its parent may not have reaped it yet.
+    let alive = std::fs::read_to_string(format!("/proc/{shim}/stat"))
+        .ok()
+        .and_then(|text| crate::descendants::parse_stat(shim, &text))
+        .is_some_and(|p| !p.zombie);
+    // SAFETY: getppid cannot fail.
+    let parent = unsafe { libc::getppid() };
+    // SAFETY: signalling this process, or clearing its own request.
+    unsafe {
+        match check(shim, parent, alive) {
             Check::Watched => {}
             Check::Gone => {
-                libc::kill(libc::getpid(), libc::SIGTERM);
+                libc::kill(libc::getpid(), sig);
             }
             Check::NotParent => {
                 libc::prctl(libc::PR_SET_PDEATHSIG, 0, 0, 0, 0);
@@ -83,8 +93,8 @@ fn watch_pid(shim: libc::pid_t) {
 
 /// No parent-death signal elsewhere; the shim replaces itself with loopx
 /// where Node can (process.execve), which leaves nothing to watch.
-#[cfg(not(target_os = "linux"))]
-fn watch_pid(_shim: libc::pid_t) {}
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn watch_pid(_signals: &mut Signals, _shim: libc::pid_t) {}
 
 #[cfg(test)]
 mod tests {

@@ -131,6 +131,17 @@ pub const ENDING: [i32; 10] = [
     libc::SIGXCPU,
 ];
 
+/// The signal the kernel sends loopx when the npm shim dies
+/// (shim_parent.rs). A real-time one: the kernel sends it once per exiting
+/// thread of the parent (each re-parents loopx to the next), so it may come
+/// several times for one death, and as SIGTERM those copies would read as a
+/// second SIGTERM ("stop now", no grace period). It counts as one SIGTERM,
+/// once (`Signals::drain`).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn parent_death_signal() -> i32 {
+    libc::SIGRTMAX()
+}
+
 /// Counts are kept per signal number; the pipe carries 7 bits of it.
 const SLOTS: usize = 128;
 
@@ -173,6 +184,10 @@ pub struct Signals {
     counts: [[u32; 2]; SLOTS],
     /// Genuine interrupts so far (see `count`).
     genuine: u32,
+    /// The parent-death signal, once it is caught (`catch_parent_death`).
+    death: Option<i32>,
+    /// Whether it arrived: only its first copy counts.
+    parent_died: bool,
 }
 
 fn set_flags(fd: RawFd) -> io::Result<()> {
@@ -215,6 +230,16 @@ impl Signals {
         Ok(signals)
     }
 
+    /// Routes the parent-death signal to the pipe (shim_parent.rs);
+    /// returns its number.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    pub fn catch_parent_death(&mut self) -> io::Result<i32> {
+        let sig = parent_death_signal();
+        catch(sig)?;
+        self.death = Some(sig);
+        Ok(sig)
+    }
+
     /// The self-pipe alone, no handlers yet.
     fn pipe() -> io::Result<Signals> {
         let mut fds = [0 as libc::c_int; 2];
@@ -232,6 +257,8 @@ impl Signals {
             first: None,
             counts: [[0; 2]; SLOTS],
             genuine: 0,
+            death: None,
+            parent_died: false,
         })
     }
 
@@ -291,6 +318,15 @@ impl Signals {
                 let sig = i32::from(b & !FROM_PARENT);
                 if sig == libc::SIGCHLD {
                     ev.child = true;
+                    continue;
+                }
+                if Some(sig) == self.death {
+                    // The shim is gone: as a SIGTERM from anyone else, once.
+                    if !self.parent_died {
+                        self.parent_died = true;
+                        self.counts[slot(libc::SIGTERM)][0] += 1;
+                        self.count_genuine(libc::SIGTERM, &mut ev);
+                    }
                     continue;
                 }
                 let origin = usize::from(b & FROM_PARENT != 0);
@@ -385,6 +421,34 @@ mod tests {
         let (s, ev) = feed(&[INT, TERM | FROM_PARENT]);
         assert!(ev.repeated_interrupt);
         assert_eq!(s.interrupted(), Some(libc::SIGINT));
+    }
+
+    #[test]
+    fn every_ending_signal_is_an_interrupt_but_pipe_and_xfsz_are_not_handled() {
+        let (s, ev) = feed(&[libc::SIGUSR1 as u8]);
+        assert_eq!(ev.first_interrupt, Some(libc::SIGUSR1));
+        assert_eq!(s.interrupted(), Some(libc::SIGUSR1));
+        assert!(!ENDING.contains(&libc::SIGPIPE));
+        assert!(!ENDING.contains(&libc::SIGXFSZ));
+        assert!(!ENDING.contains(&libc::SIGSEGV));
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn the_parent_dying_is_one_sigterm_however_many_copies_come() {
+        let death = parent_death_signal() as u8;
+        let mut s = Signals::pipe().expect("pipe");
+        s.death = Some(i32::from(death));
+        // A SIGTERM the shim forwarded, then its death, announced once per
+        // exiting thread, some while loopx was still its child.
+        let bytes = [TERM | FROM_PARENT, death | FROM_PARENT, death, death];
+        // SAFETY: writing a small buffer into our own pipe.
+        let n = unsafe { libc::write(s.write.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
+        assert_eq!(n, bytes.len() as isize);
+        let ev = s.drain();
+        assert_eq!(ev.first_interrupt, Some(libc::SIGTERM));
+        assert!(!ev.repeated_interrupt, "one death is not a second signal");
+        assert_eq!(s.interrupted(), Some(libc::SIGTERM));
     }
 
     #[test]

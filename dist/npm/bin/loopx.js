@@ -32,9 +32,10 @@
 //   a signal whose sender is its parent when it has just received the same
 //   one (it tells them apart by the sender pid).
 // - LOOPX_SHIM_PID (child only): this process's pid. The binary asks the
-//   kernel for SIGTERM when this process dies (Linux), so a shim killed by
-//   SIGKILL leaves no run behind; the binary keeps the variable from
-//   scripts. Never set on the execve path (there is no shim left to watch).
+//   kernel for a signal when this process dies (Linux) and ends the run as
+//   for SIGTERM, so a shim killed by SIGKILL leaves no run behind; the
+//   binary keeps the variable from scripts. Never set on the execve path
+//   (there is no shim left to watch).
 // - exit (child only): this process exits with the binary's exit code; if
 //   the binary died of a signal, this process re-raises that signal on
 //   itself so the caller sees the same status (exit code 128+n where that
