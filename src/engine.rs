@@ -26,6 +26,7 @@ use crate::resume;
 use crate::run_options::RunOptions;
 use crate::runtime;
 use crate::script_env::ScriptEnv;
+use crate::shim_parent;
 use crate::signals::Signals;
 use crate::supervisor::{self, Ending, Finished, Supervisor};
 use crate::terminal::Terminal;
@@ -723,6 +724,8 @@ fn run_loop(
 ) -> Result<Done, Error> {
     let mut signals =
         Signals::install().map_err(|e| Error::io("cannot install signal handlers", e))?;
+    // After the handlers: a shim that is gone already ends the run as SIGTERM.
+    shim_parent::watch(&mut signals);
     process::become_subreaper();
     // A resumed run keeps its checkpoint whatever happens next.
     let resumed = match origin {
@@ -786,7 +789,11 @@ fn run_loop(
             runtime::Settings::from_env(&vars),
             project_root.to_path_buf(),
         ),
-        env: ScriptEnv::new(std::env::vars_os(), &[&vars, &own]),
+        // The shim's pid is for loopx alone (shim_parent.rs).
+        env: ScriptEnv::new(
+            std::env::vars_os().filter(|(k, _)| k != shim_parent::VAR),
+            &[&vars, &own],
+        ),
         run_id: run_id.to_string(),
         budget_end: opts
             .max_time

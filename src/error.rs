@@ -695,6 +695,10 @@ pub fn signal_name(signal: i32) -> &'static str {
         libc::SIGTERM => "SIGTERM",
         libc::SIGXCPU => "SIGXCPU",
         libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGVTALRM => "SIGVTALRM",
+        libc::SIGPROF => "SIGPROF",
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        libc::SIGPWR => "SIGPWR",
         _ => "a signal",
     }
 }
