@@ -426,6 +426,7 @@ impl Loop<'_> {
             Error::WaitTooLong {
                 script: label.to_string(),
                 until: shown,
+                until_ms,
                 bound,
                 run_id: self.run_id.clone(),
             }

@@ -109,6 +109,8 @@ pub enum Error {
         script: String,
         /// The wait as a message shows it: `2026-11-25T14:00:00Z (in 4h12m)`.
         until: String,
+        /// When the script asked to run again, milliseconds since the epoch.
+        until_ms: i64,
         bound: crate::wait::TooLong,
         run_id: String,
     },
@@ -298,6 +300,15 @@ impl Error {
         }
     }
 
+    /// When a run that stopped for a wait asked to run again (milliseconds
+    /// since the epoch): the run log's `resume_at`.
+    pub fn resume_at_ms(&self) -> Option<i64> {
+        match self {
+            Error::WaitTooLong { until_ms, .. } => Some(*until_ms),
+            _ => None,
+        }
+    }
+
     /// Why the run ended, as the JS API's `reason` (and the run log) say.
     pub fn reason(&self) -> &'static str {
         match self {
@@ -386,6 +397,7 @@ impl fmt::Display for Error {
                 until,
                 bound,
                 run_id,
+                ..
             } => {
                 let past = match bound {
                     crate::wait::TooLong::MaxWait(d) => {
