@@ -581,4 +581,62 @@ mod tests {
         assert!(usage_message(&["install", "-y", "-y", "s"]).contains("more than once"));
         assert!(usage_message(&["install", "--unknown", "s"]).contains("'--unknown'"));
     }
+
+    #[test]
+    fn help_in_option_position_only_outside_run_install_resume() {
+        let help = |name: &str| Command::Help(commands::find(name).unwrap().name);
+        for (args, name) in [
+            (&["version", "-h"][..], "version"),
+            (&["status", "--json", "--help"], "status"),
+            (&["output", "--stop", "-h"], "output"),
+            (&["env", "-h"], "env"),
+            (&["env", "set", "-h"], "env"),
+            (&["env", "list", "--help"], "env"),
+            (&["completions", "zsh", "-h"], "completions"),
+            (&["resume", "-n", "-h"], "resume"),
+        ] {
+            assert_eq!(parse_strs(args).unwrap(), help(name), "{args:?}");
+        }
+        assert_eq!(
+            parse_strs(&["env", "set", "K", "-h"]).unwrap(),
+            Command::EnvSet {
+                name: "K".into(),
+                value: "-h".into()
+            }
+        );
+        match parse_strs(&["output", "--result", "-h"]).unwrap() {
+            Command::Output { out, .. } => assert_eq!(out.result.as_deref(), Some("-h")),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn completions_take_one_known_shell_or_targets() {
+        assert_eq!(
+            parse_strs(&["completions", "fish"]).unwrap(),
+            Command::Completions(Shell::Fish)
+        );
+        assert_eq!(
+            parse_strs(&["completions", "--targets"]).unwrap(),
+            Command::CompletionTargets
+        );
+        assert!(usage_message(&["completions", "tcsh"]).contains("unknown shell 'tcsh'"));
+        assert!(usage_message(&["completions"]).contains("missing shell"));
+        assert!(usage_message(&["completions", "bash", "zsh"]).contains("'zsh'"));
+        assert_eq!(
+            parse_strs(&["run", "completions"]).unwrap(),
+            run("completions", None, None)
+        );
+    }
+
+    #[test]
+    fn unknown_command_lists_the_table() {
+        let message = usage_message(&["frob"]);
+        assert!(
+            message.contains(&format!("(commands: {})", commands::names())),
+            "{message}"
+        );
+        assert!(!message.contains(crate::api::MODE), "{message}");
+        assert!(usage_message(&["--max-time", "5"]).contains("option of 'loopx run'"));
+    }
 }

@@ -125,7 +125,11 @@ _loopx() {{
     local cur=${{words[cword]}}
     COMPREPLY=()
     if (( cword == 1 )); then
-        _loopx_add "$cur" "-h --help {names}"
+        if [[ $cur == -* ]]; then
+            _loopx_add "$cur" "-h --help"
+        else
+            _loopx_add "$cur" "{names}"
+        fi
         return 0
     fi
     local opts="" paths="" values="" operand=""
