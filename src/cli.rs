@@ -148,14 +148,10 @@ fn options<T>(
     })
 }
 
-fn help(name: &'static str) -> Command {
-    Command::Help(name)
-}
-
 /// `loopx run`'s arguments, by run's rows (run_flags.rs).
 pub fn parse_run(rest: Vec<OsString>) -> Result<Command, String> {
     Ok(match run_flags::parse(rest)? {
-        run_flags::Parsed::Help => help("run"),
+        run_flags::Parsed::Help => Command::Help("run"),
         run_flags::Parsed::Run(options) => Command::Run(options),
     })
 }
@@ -163,7 +159,7 @@ pub fn parse_run(rest: Vec<OsString>) -> Result<Command, String> {
 /// `loopx resume [<run-id>] [options]`: run's rows but `--resume`.
 pub fn parse_resume(rest: Vec<OsString>) -> Result<Command, String> {
     Ok(match run_flags::parse_resume(rest)? {
-        run_flags::ParsedResume::Help => help("resume"),
+        run_flags::ParsedResume::Help => Command::Help("resume"),
         run_flags::ParsedResume::Resume { id, given } => Command::Resume { id, given },
     })
 }
@@ -181,7 +177,7 @@ pub fn parse_api(rest: Vec<OsString>) -> Result<Command, String> {
 /// `loopx version` takes nothing (§4.3).
 pub fn parse_version(rest: Vec<OsString>) -> Result<Command, String> {
     let Some(positionals) = options::<()>("version", &[], rest, &mut ())? else {
-        return Ok(help("version"));
+        return Ok(Command::Help("version"));
     };
     match positionals.first() {
         None => Ok(Command::Version),
@@ -202,7 +198,7 @@ pub struct OutputArgs {
 pub fn parse_output(rest: Vec<OsString>) -> Result<Command, String> {
     let mut a = OutputArgs::default();
     let Some(positionals) = options("output", commands::OUTPUT_FLAGS, rest, &mut a)? else {
-        return Ok(help("output"));
+        return Ok(Command::Help("output"));
     };
     if let Some(v) = positionals.first() {
         return Err(format!("loopx output takes only options, got '{v}'"));
@@ -234,7 +230,7 @@ pub fn parse_output(rest: Vec<OsString>) -> Result<Command, String> {
 pub fn parse_status(rest: Vec<OsString>) -> Result<Command, String> {
     let mut json = false;
     let Some(positionals) = options("status", commands::STATUS_FLAGS, rest, &mut json)? else {
-        return Ok(help("status"));
+        return Ok(Command::Help("status"));
     };
     match positionals.first() {
         None => Ok(Command::Status { json }),
@@ -252,7 +248,7 @@ pub fn parse_completions(rest: Vec<OsString>) -> Result<Command, String> {
         &mut targets,
     )?
     else {
-        return Ok(help("completions"));
+        return Ok(Command::Help("completions"));
     };
     let shells = crate::completions::SHELLS.join(", ");
     match (targets, positionals.as_slice()) {
@@ -285,7 +281,7 @@ pub fn parse_env(rest: Vec<OsString>) -> Result<Command, String> {
         .enumerate()
         .any(|(i, a)| is_help(a) && Some(i) != value_at)
     {
-        return Ok(help("env"));
+        return Ok(Command::Help("env"));
     }
     let rest = args.get(1..).unwrap_or_default();
     match args.first().map(String::as_str) {
@@ -339,7 +335,7 @@ pub struct InstallOptions {
 pub fn parse_install(rest: Vec<OsString>) -> Result<Command, String> {
     let mut o = InstallOptions::default();
     let Some(mut sources) = options("install", commands::INSTALL_FLAGS, rest, &mut o)? else {
-        return Ok(help("install"));
+        return Ok(Command::Help("install"));
     };
     match sources.len() {
         0 => Err("missing source: loopx install [options] <source>".to_string()),
