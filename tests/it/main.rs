@@ -6,6 +6,7 @@ mod util;
 
 mod api;
 mod cli;
+mod completions;
 mod delegation;
 mod discovery;
 mod env;
