@@ -356,12 +356,12 @@ impl Loop<'_> {
                     }
                     // §2.3: stop ends the loop whatever else the output asks.
                     let Some(retry_after) = ext.retry_after.filter(|_| !out.stop) else {
+                        self.report.iteration_output(&run, structured);
                         return Ok(Step::Output(out));
                     };
-                    if out.goto.is_some() && self.opts.verbose {
-                        messages::notice(&format!(
-                            "note: {label} gave a goto beside retry_after; the goto is ignored"
-                        ));
+                    if out.goto.is_some() {
+                        self.report
+                            .note(&label, "the goto beside retry_after is ignored");
                     }
                     waits += 1;
                     attempt = 1;
@@ -616,6 +616,11 @@ pub fn resume(
     )
 }
 
+fn stderr_is_terminal() -> bool {
+    // SAFETY: a query on a descriptor number; no memory is involved.
+    unsafe { libc::isatty(libc::STDERR_FILENO) == 1 }
+}
+
 fn project_root() -> Result<PathBuf, Error> {
     std::env::current_dir().map_err(|e| Error::io("cannot determine the current directory", e))
 }
@@ -632,9 +637,15 @@ fn execute(opts: &RunOptions, observer: &mut dyn Observer, origin: Origin) -> Re
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     });
+    // Notes on probable mistakes: asked for with -v, or by default at a
+    // terminal the CLI shares with its scripts. Not under the API (its
+    // terminal is the consumer's), nor without a terminal, where stderr
+    // stays exactly the spec's (DESIGN.md "Beyond the spec").
+    let notes = opts.verbose || (observer.shares_terminal() && stderr_is_terminal());
     let mut report = Reporter::new(
         log.as_deref(),
         opts.verbose,
+        notes,
         &run_id,
         observer.owns_stdout(),
     )?;
