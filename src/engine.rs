@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::bounded_read::Interrupt;
 use crate::checkpoint::{self, Checkpoint, Keeper};
 use crate::clock;
-use crate::discovery::{self, Discovery, Workflow};
+use crate::discovery::{self, Discovery, Kind, Script, Workflow};
 use crate::duration;
 use crate::env;
 use crate::error::Error;
@@ -68,6 +68,7 @@ pub fn prepare(
     if !discovery::has_loopx_dir(project_root) {
         return Err(Error::NoLoopxDir {
             root: project_root.to_path_buf(),
+            above: discovery::loopx_dir_above(project_root),
         });
     }
     let dir = discovery::loopx_dir(project_root);
@@ -218,7 +219,7 @@ fn failed(error: Error, retryable: bool, how: String) -> Verdict {
 /// §7.2 and the retry rule: what a script's ending means. A failure may be
 /// retried when the script failed by itself or timed out, never when loopx
 /// ended it for another reason.
-fn judge(finished: &Finished, label: &str, script: &Path, timeout: Option<Duration>) -> Verdict {
+fn judge(finished: &Finished, label: &str, script: &Script, timeout: Option<Duration>) -> Verdict {
     let label = label.to_string();
     match (finished.ending, finished.status) {
         (Ending::Interrupted(signal), _) => {
@@ -242,12 +243,12 @@ fn judge(finished: &Finished, label: &str, script: &Path, timeout: Option<Durati
         ),
         (Ending::Natural, Status::Code(0)) => Verdict::Success,
         // §5.1: a script file removed mid-loop fails as a launch error.
-        (Ending::Natural, Status::Code(_)) if !script.exists() => {
+        (Ending::Natural, Status::Code(_)) if !script.path.exists() => {
             let err = std::io::Error::new(
                 std::io::ErrorKind::NotFound,
                 "the script file no longer exists",
             );
-            let program = script.display().to_string();
+            let program = script.path.display().to_string();
             failed(
                 Error::Spawn {
                     script: label,
@@ -260,10 +261,15 @@ fn judge(finished: &Finished, label: &str, script: &Path, timeout: Option<Durati
         }
         (Ending::Natural, Status::Code(code)) => {
             let how = format!("failed ({})", report::ending(finished, None));
+            // Read only now that it failed: CRLF line endings are the
+            // likeliest cause of a bash script failing at once.
+            let crlf = (script.kind == Kind::Bash && discovery::has_crlf(&script.path))
+                .then(|| script.path.clone());
             failed(
                 Error::ScriptFailed {
                     script: label,
                     code,
+                    crlf,
                 },
                 true,
                 how,
@@ -324,7 +330,7 @@ impl Loop<'_> {
             };
             self.report.script_start(&run);
             let mut finished = self.run_once(current, &label, stdin, &iteration, attempt, waits)?;
-            let verdict = judge(&finished, &label, &current.script.path, self.opts.timeout);
+            let verdict = judge(&finished, &label, current.script, self.opts.timeout);
             if let (Ending::TimedOut, Some(after)) = (finished.ending, self.opts.timeout) {
                 self.report.timeout(&run, after);
             }
