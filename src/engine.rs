@@ -850,6 +850,8 @@ impl<'d> Loop<'_> {
     ) -> Result<Done, Error> {
         self.runtimes
             .require_bash(current.workflow, current.script)?;
+        self.runtimes
+            .warn_unrunnable(current.workflow, current.script);
         loop {
             // §7.3: between iterations, an interrupt exits at once.
             self.sup.between_scripts()?;

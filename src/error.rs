@@ -354,6 +354,11 @@ fn list(names: &[String]) -> String {
     }
 }
 
+/// How to get a runtime for TypeScript and JSX (Error::NoTypeScriptRuntime,
+/// and the warning before a run that would meet it, runtime.rs).
+pub const TYPESCRIPT_HINT: &str = "install loopx with `npm install -g loopx` (it brings tsx), \
+     or `npm install -D tsx` in the project, or install Bun and set LOOPX_JS_RUNTIME=bun";
+
 /// `s` as one shell word, for a command a hint suggests: quoted unless
 /// every character is plainly safe.
 fn sh_word(s: &str) -> String {
@@ -646,11 +651,7 @@ impl fmt::Display for Error {
                          (Node 22.10 and later can)"
                     )?;
                 }
-                f.write_str(
-                    "\nhint: install loopx with `npm install -g loopx` (it brings tsx), \
-                     or `npm install -D tsx` in the project, or install Bun and set \
-                     LOOPX_JS_RUNTIME=bun",
-                )
+                write!(f, "\nhint: {TYPESCRIPT_HINT}")
             }
             Error::NoCacheDir => f.write_str(
                 "cannot find a cache directory for loopx's script helpers: \
