@@ -221,6 +221,12 @@ pub enum Error {
         url: String,
         err: ExtractError,
     },
+    /// A local directory (`loopx install ./dir`) could not be copied: an
+    /// entry refused under the archive rules, or a read that failed.
+    LocalCopy {
+        dir: String,
+        err: ExtractError,
+    },
     /// §10.7 preflight: every failure across every selected workflow.
     InstallPreflight {
         failures: Vec<String>,
@@ -716,6 +722,20 @@ impl fmt::Display for Error {
             ),
             Error::Archive { url, err } => {
                 write!(f, "cannot extract the tarball from {url}: {err}")
+            }
+            Error::LocalCopy { dir, err } => {
+                write!(f, "cannot install from {}: ", shown(dir))?;
+                match err {
+                    // The archive rules, worded for a directory.
+                    ExtractError::Unsafe { entry, reason } => write!(
+                        f,
+                        "refusing {}: {}",
+                        shown(entry),
+                        reason.replace("the archive", "the directory")
+                    )?,
+                    err => write!(f, "{err}")?,
+                }
+                f.write_str("; nothing was installed")
             }
             Error::InstallPreflight { failures } => {
                 f.write_str("install refused, nothing was installed:")?;
