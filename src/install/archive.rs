@@ -1012,6 +1012,18 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn a_directory_is_never_copied_into_itself() {
+        let src = TempDir::new("copy-self");
+        crate::install::testutil::tree(src.path(), &["index.sh"]);
+        let dest = src.path().join("tmp/work");
+        fs::create_dir_all(&dest).unwrap();
+        copy_dir(src.path(), &dest, u64::MAX).unwrap();
+        let mut listed = walk(&dest);
+        listed.sort();
+        assert_eq!(listed, ["index.sh", "tmp"]);
+    }
+
     /// Every path under `root`, relative, not following symlinks.
     fn walk(root: &Path) -> Vec<String> {
         let mut found = Vec::new();
