@@ -11,6 +11,7 @@ mod delegation;
 mod discovery;
 mod env;
 mod escapees;
+mod front_door;
 mod hosts;
 mod install;
 mod install_faults;

@@ -114,7 +114,7 @@ fn a_goto_beside_retry_after_is_ignored_and_verbose_notes_it() {
     p.file("log", "");
     p.loopx(&["run", "-v", "w"])
         .stderr_contains("asked to wait until")
-        .stderr_contains("note: w:index gave a goto beside retry_after; the goto is ignored")
+        .stderr_contains("note: w:index: the goto beside retry_after is ignored")
         .run();
 }
 
