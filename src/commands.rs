@@ -157,6 +157,8 @@ Sources:
                                  file, or user@host:path.git)
   <URL of a .tar.gz or .tgz>     a tarball over http(s) or file; the query
                                  and fragment are ignored for the name
+  /path, ./path, ../path         a local directory, copied like a clone of
+                                 it (.git skipped, links must stay inside)
 Git sources are cloned with the system git (shallow, no prompts); tarballs
 are downloaded with the system curl (redirects followed) and extracted by
 loopx, refusing entries that would land outside the archive.
