@@ -1461,8 +1461,8 @@ fn yaml(file: &str) -> Value {
 
 #[test]
 fn readme_shows_the_examples_exactly_as_the_files_have_them() {
-    let readme = fs::read_to_string(Path::new(ROOT).join("docs/many-loops.md"))
-        .expect("docs/many-loops.md");
+    let readme =
+        fs::read_to_string(Path::new(ROOT).join("docs/many-loops.md")).expect("docs/many-loops.md");
     for file in ["kubernetes-cronjob.yml", "github-actions.yml"] {
         let text = fs::read_to_string(Path::new(ROOT).join("dist/examples").join(file)).unwrap();
         assert!(
