@@ -2,7 +2,7 @@
 # Runs every test of the project: formatting and lints, the Rust unit and
 # integration tests (which spawn the built binary), and the npm package's
 # tests. Works on a fresh clone: it first brings what the tests need and
-# installing needs no root for (README, "Set up"):
+# installing needs no root for (docs/development.md, "Set up"):
 #
 #   - the npm package's dependencies (tsx, typescript) in dist/npm/node_modules
 #   - into ${XDG_CACHE_HOME:-~/.cache}/loopx-ci: Bun and Node 22 (npm
@@ -40,7 +40,7 @@ if command -v python3 >/dev/null 2>&1 && ! python3 -m pip --version >/dev/null 2
   missing+=("pip (python3 -m pip)")
 fi
 if [ ${#missing[@]} -gt 0 ]; then
-  die "missing tools: ${missing[*]} (install them, e.g. with apt-get as .ci/run does; see README, \"Set up\")"
+  die "missing tools: ${missing[*]} (install them, e.g. with apt-get as .ci/run does; see docs/development.md, \"Set up\")"
 fi
 if ! node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)'; then
   die "Node $(node --version) is too old: the tests need Node 20 or newer"

@@ -108,7 +108,7 @@ fn tool_dir(dir: &Path, tools: &[&str]) -> PathBuf {
     fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
     for tool in tools {
         let Some(real) = which(tool) else {
-            panic!("`{tool}` is not installed; this test needs it (see README, \"Set up\")")
+            panic!("`{tool}` is not installed; this test needs it (see docs/development.md, \"Set up\")")
         };
         symlink(&real, dir.join(tool)).unwrap_or_else(|e| panic!("symlink {tool}: {e}"));
     }
