@@ -434,7 +434,7 @@ impl Loop<'_> {
                 until: shown,
                 until_ms,
                 bound,
-                run_id: self.run_id.clone(),
+                resume_id: self.keeper.is_some().then(|| self.run_id.clone()),
             }
         })?;
         messages::notice(&wait::announce(label, until_ms, now));

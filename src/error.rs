@@ -125,7 +125,9 @@ pub enum Error {
         /// When the script asked to run again, milliseconds since the epoch.
         until_ms: i64,
         bound: crate::wait::TooLong,
-        run_id: String,
+        /// The run id to resume, when the run keeps a checkpoint (the
+        /// CLI's do, the API's do not).
+        resume_id: Option<String>,
     },
     /// `loopx resume` with nothing to resume: `what` says where it looked,
     /// `available` lists the resumable run ids there are.
@@ -457,7 +459,7 @@ impl fmt::Display for Error {
                 script,
                 until,
                 bound,
-                run_id,
+                resume_id,
                 ..
             } => {
                 let past = match bound {
@@ -469,11 +471,14 @@ impl fmt::Display for Error {
                         crate::duration::format(*d)
                     ),
                 };
-                write!(
-                    f,
-                    "{script} asked to run again at {until}, {past}; \
-                     the run stops here and can be resumed: loopx resume {run_id}"
-                )
+                write!(f, "{script} asked to run again at {until}, {past}")?;
+                match resume_id {
+                    Some(id) => write!(
+                        f,
+                        "; the run stops here and can be resumed: loopx resume {id}"
+                    ),
+                    None => f.write_str("; the run stops here"),
+                }
             }
             Error::NothingToResume { what, available } => {
                 write!(f, "no resumable run {what}")?;
