@@ -37,6 +37,8 @@ pub enum Command {
     Status {
         json: bool,
     },
+    /// `loopx json [--lines] <path>...` (json_query.rs); `None`: its help.
+    Json(Option<crate::json_query::Query>),
     /// The internal machine mode of the JS API (api.rs); never in help.
     Api {
         protocol: String,
@@ -75,6 +77,9 @@ pub fn parse(args: Vec<OsString>) -> Result<Command, Error> {
         "env" => parse_env(rest),
         "install" => parse_install(rest),
         "status" => parse_status(rest),
+        "json" => crate::json_query::parse_args(rest.into_iter().map(lossy).collect())
+            .map(Command::Json)
+            .map_err(|message| Error::usage(message, "loopx json --help")),
         crate::api::MODE => parse_api(rest),
         "-n" | "-e" => Err(Error::usage(
             format!("'{first}' is an option of 'loopx run', not of loopx itself: loopx run {first} <value> <workflow>"),
@@ -96,7 +101,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Command, Error> {
         )),
         other => Err(Error::usage(
             format!(
-                "unknown command '{other}' (commands: run, version, output, env, install, status); \
+                "unknown command '{other}' (commands: run, version, output, env, install, status, json); \
                  to run a workflow named '{other}': loopx run {other}"
             ),
             TOP_HELP,

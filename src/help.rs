@@ -23,6 +23,7 @@ Commands:
   env list                              List global environment variables
   install [options] <source>            Install workflows into .loopx/
   status [--json]                       List the loopx runs alive now
+  json [--lines] <path>...              Print values from JSON on stdin
 
 Workflows live in .loopx/<workflow>/ as .sh, .js, .jsx, .ts or .tsx scripts;
 `loopx run <workflow>` starts its index script. A script's stdout is its

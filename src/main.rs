@@ -16,6 +16,7 @@ mod install;
 mod js_assets;
 mod js_compat;
 mod json;
+mod json_query;
 mod messages;
 mod names;
 mod output;
@@ -79,5 +80,7 @@ fn dispatch() -> Result<(), Error> {
         Command::InstallHelp => print_stdout(help::INSTALL),
         Command::Install(args) => install::install(&args),
         Command::Status { json } => status::list(json),
+        Command::Json(None) => print_stdout(json_query::HELP),
+        Command::Json(Some(query)) => json_query::run_stdio(&query),
     }
 }

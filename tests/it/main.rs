@@ -13,6 +13,7 @@ mod hosts;
 mod install;
 mod install_faults;
 mod js;
+mod json;
 mod npm_package;
 mod npm_release;
 mod observe;
