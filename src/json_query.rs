@@ -365,7 +365,7 @@ mod tests {
     #[test]
     fn lookup_walks_objects_and_arrays() {
         let v = json::parse(r#"{"a":{"b":[10,{"c":"x"},30]},"0":"zero","a2":[]}"#).unwrap();
-        let at = |p: &str| lookup(&v, &parse_path(p).unwrap()).map(|v| record_of(v));
+        let at = |p: &str| lookup(&v, &parse_path(p).unwrap()).map(record_of);
         fn record_of(v: &Value) -> String {
             let mut s = String::new();
             render(v, &mut s);
