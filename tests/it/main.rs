@@ -4,6 +4,7 @@
 
 mod util;
 
+mod agents;
 mod api;
 mod cli;
 mod delegation;

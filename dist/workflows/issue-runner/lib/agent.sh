@@ -446,10 +446,23 @@ agent_run() {
       if [ -n "$reason" ]; then
         limit=$(agent_limit_in "$reason $(grep -o '"resets_in_seconds":[0-9]*' "$agent_events" "$agent_stderr" 2>/dev/null | head -n 1)") || limit=""
       fi
-      # The sandbox's refusals: a command that could not write.
+      # The sandbox's refusals: a command that could not write. `exec
+      # --json` leaves out a command the sandbox refused outright; the
+      # session's own record (its rollout, named after the thread) has it.
       rec=$(agent_json --lines .type .item.type .item.status .item.command .item.aggregated_output <"$agent_events" |
         awk -F'\t' '$1 == "item.completed" && $2 == "command_execution" && $5 ~ /Read-only file system/ { print $4; exit }')
-      [ -n "$rec" ] && denied="a write by $(printf '%b' "$rec") (the sandbox made it read-only)"
+      if [ -z "$rec" ]; then
+        local thread rollout
+        thread=$(agent_last thread.started .thread_id)
+        rollout=""
+        [ -n "$thread" ] && rollout=$(find "${CODEX_HOME:-$HOME/.codex}/sessions" -name "rollout-*-$thread.jsonl" 2>/dev/null | head -n 1)
+        if [ -n "$rollout" ]; then
+          rec=$(agent_json --lines .payload.type .payload.call_id .payload.arguments .payload.output <"$rollout" |
+            awk -F'\t' '$1 == "function_call" { args[$2] = $3 } $1 == "function_call_output" && $4 ~ /Read-only file system/ { print args[$2]; exit }')
+          [ -n "$rec" ] && rec=$(printf '%b' "$rec" | agent_json .cmd .command 2>/dev/null | tr '\t' ' ' | sed 's/ *$//')
+        fi
+      fi
+      [ -n "$rec" ] && denied="a write by '$(agent_short "$rec")' (its sandbox made the target read-only)"
       ;;
     gemini)
       # The text of the last turn: the assistant's pieces after the last tool.
@@ -499,7 +512,7 @@ agent_run() {
   fi
   if [ -n "$denied" ]; then
     printf '%s' "it was denied: $denied" >"$base.denied"
-    agent_say "the agent was denied a permission it needs: $denied. Allow the command with AGENT_ALLOW, or run in a sandbox with AGENT_UNSAFE=1 (see README.md). Its output: $files"
+    agent_say "the agent was denied a permission it needs: $denied. Allow it (AGENT_ALLOW; for Codex, its sandbox settings in AGENT_ARGS), or in a sandbox turn the checks off with AGENT_UNSAFE=1 (see README.md). Its output: $files"
     return 1
   fi
   if [ "$status" -ne 0 ]; then
