@@ -98,6 +98,24 @@ fn assert_nothing_left(dir: &Path) {
     panic!("processes left running: {left:?}");
 }
 
+/// Kills what a failed test left running under its project (a test that
+/// panics midway leaves its loopx, its agent and their children).
+struct Cleanup(std::path::PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        for l in processes_under(&self.0) {
+            if let Some(pid) = l.split(':').next().and_then(|p| p.parse::<i32>().ok()) {
+                // SAFETY: killing a process this test started.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
 /// The events of a run log.
 fn log_events(path: &Path) -> Vec<Value> {
     fs::read_to_string(path)
@@ -144,6 +162,7 @@ fn ralph_prompt(p: &Project, size: usize) {
 /// the run directory keeps the events, the final message and the stderr.
 fn ralph_writes_the_file_and_finishes(agent: Agent) {
     let p = project_with("ralph");
+    let _cleanup = Cleanup(p.root().to_path_buf());
     ralph_prompt(&p, 200 * 1024);
     let mock = Mock::start(agent, hello(p.root()));
     loopx(&p, &mock, &["run", "--timeout", "3m", "ralph"])
@@ -178,6 +197,7 @@ fn ralph_writes_the_file_and_finishes(agent: Agent) {
 /// the step runs again and the run finishes. Needs the engine's waits.
 fn a_rate_limit_becomes_a_wait_and_the_run_finishes(agent: Agent) {
     let p = project_with("ralph");
+    let _cleanup = Cleanup(p.root().to_path_buf());
     ralph_prompt(&p, 1000);
     let mock = Mock::start(agent, hello(p.root()));
     mock.fail(Fault::Status(429, Some(1)));
@@ -204,6 +224,7 @@ fn a_rate_limit_becomes_a_wait_and_the_run_finishes(agent: Agent) {
 /// A stream that hangs ends by --timeout (exit 124), and nothing is left.
 fn a_hung_stream_ends_by_the_timeout(agent: Agent) {
     let p = project_with("ralph");
+    let _cleanup = Cleanup(p.root().to_path_buf());
     ralph_prompt(&p, 1000);
     let mock = Mock::start(agent, hello(p.root()));
     mock.fail(Fault::Hang);
@@ -221,6 +242,7 @@ fn a_hung_stream_ends_by_the_timeout(agent: Agent) {
 /// retry fails the same way without starting the agent again.
 fn a_denied_write_fails_the_script(agent: Agent) {
     let p = project_with("ralph");
+    let _cleanup = Cleanup(p.root().to_path_buf());
     ralph_prompt(&p, 1000);
     // Outside the project (and, for Codex, outside its sandbox's writable
     // roots: /tmp and $TMPDIR are among them).
@@ -276,6 +298,7 @@ fn a_denied_write_fails_the_script(agent: Agent) {
 /// process is left, the tool command's included.
 fn ctrl_c_while_a_tool_runs_leaves_nothing(agent: Agent) {
     let p = project_with("ralph");
+    let _cleanup = Cleanup(p.root().to_path_buf());
     ralph_prompt(&p, 1000);
     let flag = p.path("started.flag").display().to_string();
     let cmd = format!("touch {flag} && sleep 600");
@@ -305,6 +328,7 @@ fn ctrl_c_while_a_tool_runs_leaves_nothing(agent: Agent) {
 /// second audit approves; the report says so, round by round.
 fn build_audit_fix_converges(agent: Agent) {
     let p = project_with("build-audit-fix");
+    let _cleanup = Cleanup(p.root().to_path_buf());
     p.file("TASK.md", "Write app.txt saying hello.\n");
     let app = p.path("app.txt").display().to_string();
     let fixed = p.path("fixed.txt").display().to_string();
