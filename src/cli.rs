@@ -1,25 +1,28 @@
 //! Command-line grammar (§4.1–4.3, §12): turns argv into a `Command` without
-//! touching the filesystem. Every usage error names the problem and the help
-//! to consult.
+//! touching the filesystem. The command table (commands.rs) says which
+//! parser below takes a subcommand's arguments; the option rows they apply
+//! are in the table too. Every usage error names the problem and the help to
+//! consult.
 
 use std::ffi::OsString;
 
-use lexopt::prelude::*;
-
+use crate::commands::{self, RUN_HELP};
+use crate::completions::Shell;
 use crate::error::Error;
+use crate::flags::{self, Flag, HelpAt, Parsed};
 use crate::install::InstallArgs;
+use crate::json_query;
 use crate::output::Output;
-use crate::run_flags::{self, help_requested, Parsed};
+use crate::run_flags;
 use crate::run_options::RunOptions;
 
 const TOP_HELP: &str = "loopx --help";
-const RUN_HELP: &str = "loopx run --help";
-const INSTALL_HELP: &str = "loopx install --help";
-const RESUME_HELP: &str = "loopx resume --help";
 
 #[derive(Debug, PartialEq)]
 pub enum Command {
     TopHelp,
+    /// `loopx <name> -h`: the help of that entry of the command table.
+    Help(&'static str),
     Version,
     /// `loopx output`: §4.3's fields, and the extension fields as JSON
     /// values in their fixed order.
@@ -35,22 +38,23 @@ pub enum Command {
         name: String,
     },
     EnvList,
-    RunHelp,
     Run(RunOptions),
-    InstallHelp,
     Install(InstallArgs),
     /// `loopx resume [<run-id>] [options]` (beyond the spec).
-    ResumeHelp,
     Resume {
         id: Option<String>,
-        given: crate::run_flags::Given,
+        given: run_flags::Given,
     },
     /// `loopx status [--json]`: the runs alive now.
+    /// `loopx json`: values from JSON on stdin.
+    Json(json_query::Query),
     Status {
         json: bool,
     },
-    /// `loopx json [--lines] <path>...` (json_query.rs); `None`: its help.
-    Json(Option<crate::json_query::Query>),
+    /// `loopx completions <shell>` (beyond the spec).
+    Completions(Shell),
+    /// `loopx completions --targets`: what the scripts complete `run` with.
+    CompletionTargets,
     /// The internal machine mode of the JS API (api.rs); never in help.
     Api {
         protocol: String,
@@ -63,14 +67,6 @@ fn lossy(s: OsString) -> String {
         .unwrap_or_else(|s| s.to_string_lossy().into_owned())
 }
 
-fn option_name(arg: &lexopt::Arg) -> String {
-    match arg {
-        Short(c) => format!("-{c}"),
-        Long(l) => format!("--{l}"),
-        Value(v) => v.to_string_lossy().into_owned(),
-    }
-}
-
 /// Parses the arguments after `loopx`.
 pub fn parse(args: Vec<OsString>) -> Result<Command, Error> {
     let mut args = args.into_iter();
@@ -80,160 +76,149 @@ pub fn parse(args: Vec<OsString>) -> Result<Command, Error> {
     };
     let rest: Vec<OsString> = args.collect();
     let first = lossy(first);
-    match first.as_str() {
-        // §4.2: top-level -h wins over everything after it.
-        "-h" | "--help" => Ok(Command::TopHelp),
-        "run" => parse_run(rest),
-        "version" => no_arguments(rest, "version").map(|_| Command::Version),
-        "output" => parse_output(rest),
-        "resume" => match crate::run_flags::parse_resume(rest) {
-            Ok(crate::run_flags::ParsedResume::Help) => Ok(Command::ResumeHelp),
-            Ok(crate::run_flags::ParsedResume::Resume { id, given }) => {
-                Ok(Command::Resume { id, given })
-            }
-            Err(message) => Err(Error::usage(message, RESUME_HELP)),
-        },
-        "env" => parse_env(rest),
-        "install" => parse_install(rest),
-        "status" => parse_status(rest),
-        "json" => crate::json_query::parse_args(rest.into_iter().map(lossy).collect())
-            .map(Command::Json)
-            .map_err(|message| Error::usage(message, "loopx json --help")),
-        crate::api::MODE => parse_api(rest),
-        "-n" | "-e" => Err(Error::usage(
-            format!("'{first}' is an option of 'loopx run', not of loopx itself: loopx run {first} <value> <workflow>"),
-            RUN_HELP,
-        )),
-        // Habits from other tools stay errors (§4.2), with what to type.
-        "--version" | "-V" | "-v" => Err(Error::usage(
+    // §4.2: top-level -h wins over everything after it.
+    if first == "-h" || first == "--help" {
+        return Ok(Command::TopHelp);
+    }
+    if let Some(command) = commands::find(&first) {
+        return (command.parse)(rest).map_err(|message| Error::usage(message, command.see));
+    }
+    Err(not_a_command(&first))
+}
+
+/// The usage error for a first argument that is no command, saying what
+/// to type instead.
+fn not_a_command(first: &str) -> Error {
+    // Habits from other tools stay errors (§4.2), with what to type.
+    if ["--version", "-V", "-v"].contains(&first) {
+        return Error::usage(
             format!("unknown option '{first}': to print the version, run: loopx version"),
             TOP_HELP,
-        )),
-        flag if flag.starts_with('-') => Err(Error::usage(
-            format!("unknown option '{flag}' (the only top-level option is -h/--help)"),
+        );
+    }
+    if let Some(doc) = run_option(first) {
+        let value = if doc.takes_value() { " <value>" } else { "" };
+        return Error::usage(
+            format!(
+                "'{first}' is an option of 'loopx run', not of loopx itself: \
+                 loopx run {first}{value} <workflow>"
+            ),
+            RUN_HELP,
+        );
+    }
+    if first.starts_with('-') {
+        return Error::usage(
+            format!("unknown option '{first}' (the only top-level option is -h/--help)"),
             TOP_HELP,
-        )),
-        "help" => Err(Error::usage(
-            "unknown command 'help': for help, run: loopx -h (or loopx run -h, loopx install -h); \
+        );
+    }
+    if first == "help" {
+        return Error::usage(
+            "unknown command 'help': for help, run: loopx -h (or loopx <command> -h); \
              to run a workflow named 'help': loopx run help",
             TOP_HELP,
-        )),
-        other => Err(Error::usage(
-            format!(
-                "unknown command '{other}' (commands: run, version, output, env, install, status, resume, json); \
-                 to run a workflow named '{other}': loopx run {other}"
-            ),
-            TOP_HELP,
-        )),
+        );
     }
+    Error::usage(
+        format!(
+            "unknown command '{first}' (commands: {}); to run a workflow named '{first}': loopx run {first}",
+            commands::names()
+        ),
+        TOP_HELP,
+    )
 }
 
-fn no_arguments(rest: Vec<OsString>, command: &str) -> Result<(), Error> {
-    match rest.first() {
-        None => Ok(()),
-        Some(extra) => Err(Error::usage(
-            format!(
-                "'loopx {command}' takes no arguments, got '{}'",
-                extra.to_string_lossy()
-            ),
-            TOP_HELP,
-        )),
-    }
+/// The run option `arg` spells (`-n`, `--timeout`, `--log=x`), if any.
+fn run_option(arg: &str) -> Option<flags::Doc> {
+    let name = arg.split('=').next().unwrap_or(arg);
+    (commands::find("run")?.options)()
+        .into_iter()
+        .find(|d| d.spellings().iter().any(|s| s == name))
 }
 
-/// `loopx run`'s arguments, by the option table (run_flags.rs).
-fn parse_run(rest: Vec<OsString>) -> Result<Command, Error> {
-    match run_flags::parse(rest) {
-        Ok(Parsed::Help) => Ok(Command::RunHelp),
-        Ok(Parsed::Run(options)) => Ok(Command::Run(options)),
-        Err(message) => Err(Error::usage(message, RUN_HELP)),
-    }
+/// The table's rows for `command`, parsed with its help rule.
+fn options<T>(
+    command: &str,
+    rows: &[Flag<T>],
+    args: Vec<OsString>,
+    into: &mut T,
+) -> Result<Option<Vec<String>>, String> {
+    let help_at = commands::find(command).map_or(HelpAt::OptionPosition, |c| c.help_at);
+    let rows: Vec<&Flag<T>> = rows.iter().collect();
+    Ok(match flags::parse(command, &rows, help_at, args, into)? {
+        Parsed::Help => None,
+        Parsed::Args(m) => Some(m.positionals),
+    })
+}
+
+/// `loopx run`'s arguments, by run's rows (run_flags.rs).
+pub fn parse_run(rest: Vec<OsString>) -> Result<Command, String> {
+    Ok(match run_flags::parse(rest)? {
+        run_flags::Parsed::Help => Command::Help("run"),
+        run_flags::Parsed::Run(options) => Command::Run(options),
+    })
+}
+
+/// `loopx resume [<run-id>] [options]`: run's rows but `--resume`.
+pub fn parse_resume(rest: Vec<OsString>) -> Result<Command, String> {
+    Ok(match run_flags::parse_resume(rest)? {
+        run_flags::ParsedResume::Help => Command::Help("resume"),
+        run_flags::ParsedResume::Resume { id, given } => Command::Resume { id, given },
+    })
 }
 
 /// `__api <protocol> <run options and target>`: the run grammar, minus help.
-fn parse_api(rest: Vec<OsString>) -> Result<Command, Error> {
+pub fn parse_api(rest: Vec<OsString>) -> Result<Command, String> {
     let mut rest = rest.into_iter();
     let protocol = rest.next().map(lossy).unwrap_or_default();
     match parse_run(rest.collect())? {
         Command::Run(args) => Ok(Command::Api { protocol, args }),
-        _ => Err(Error::usage("the API channel does not take -h", TOP_HELP)),
+        _ => Err("the API channel does not take -h".to_string()),
     }
 }
 
-/// `loopx output [--result <v>] [--goto <target>] [--stop]` (§4.3). The goto
-/// value is not validated here: that happens when the loop resolves it.
-fn parse_output(rest: Vec<OsString>) -> Result<Command, Error> {
-    let mut p = lexopt::Parser::from_args(rest);
-    let mut out = Output::default();
-    let mut seen_result = false;
-    let mut seen_goto = false;
-    let mut seen_stop = false;
-    let mut retry_after: Option<String> = None;
-    let mut cost_usd: Option<String> = None;
-    let usage = |msg: String| Error::usage(msg, TOP_HELP);
-    while let Some(arg) = p.next().map_err(|e| usage(format!("loopx output: {e}")))? {
-        let name = option_name(&arg);
-        let extension = match arg {
-            Long("retry-after") => Some((&mut retry_after, "retry_after")),
-            Long("cost-usd") => Some((&mut cost_usd, "cost_usd")),
-            _ => None,
-        };
-        if let Some((slot, _)) = extension {
-            if slot.is_some() {
-                return Err(usage(format!("option '{name}' given more than once")));
-            }
-            let value = lossy(
-                p.value()
-                    .map_err(|_| usage(format!("option '{name}' needs a value")))?,
-            );
-            let json = if name == "--retry-after" {
-                crate::wait::output_retry_after(&value)
-            } else {
-                crate::wait::output_cost_usd(&value)
-            }
-            .map_err(|why| usage(format!("invalid value '{value}' for {name}: {why}")))?;
-            *slot = Some(json);
-            continue;
-        }
-        let seen = match arg {
-            Long("result") => &mut seen_result,
-            Long("goto") => &mut seen_goto,
-            Long("stop") => &mut seen_stop,
-            Value(v) => {
-                return Err(usage(format!(
-                    "loopx output takes only options, got '{}'",
-                    v.to_string_lossy()
-                )))
-            }
-            _ => {
-                return Err(usage(format!(
-                    "unknown option '{name}' for 'loopx output' (options: --result <value>, --goto <target>, --stop, --retry-after <when>, --cost-usd <usd>)"
-                )))
-            }
-        };
-        if *seen {
-            return Err(usage(format!("option '{name}' given more than once")));
-        }
-        *seen = true;
-        if name == "--stop" {
-            out.stop = true;
-            continue;
-        }
-        let value = p
-            .value()
-            .map_err(|_| usage(format!("option '{name}' needs a value")))?;
-        let value = lossy(value);
-        if name == "--result" {
-            out.result = Some(value);
-        } else {
-            out.goto = Some(value);
-        }
+/// `loopx version` takes nothing (§4.3).
+pub fn parse_version(rest: Vec<OsString>) -> Result<Command, String> {
+    let Some(positionals) = options::<()>("version", &[], rest, &mut ())? else {
+        return Ok(Command::Help("version"));
+    };
+    match positionals.first() {
+        None => Ok(Command::Version),
+        Some(extra) => Err(format!("'loopx version' takes no arguments, got '{extra}'")),
     }
-    if !(seen_result || seen_goto || seen_stop || retry_after.is_some() || cost_usd.is_some()) {
-        return Err(usage(
-            "loopx output needs at least one of --result <value>, --goto <target>, --stop, \
-             --retry-after <when>, --cost-usd <usd>"
-                .into(),
+}
+
+/// What `loopx output`'s rows store (commands.rs).
+#[derive(Debug, Default)]
+pub struct OutputArgs {
+    pub out: Output,
+    pub retry_after: Option<String>,
+    pub cost_usd: Option<String>,
+}
+
+/// `loopx output [--result <v>] [--goto <target>] [--stop]` (§4.3) and the
+/// output extensions.
+pub fn parse_output(rest: Vec<OsString>) -> Result<Command, String> {
+    let mut a = OutputArgs::default();
+    let Some(positionals) = options("output", commands::OUTPUT_FLAGS, rest, &mut a)? else {
+        return Ok(Command::Help("output"));
+    };
+    if let Some(v) = positionals.first() {
+        return Err(format!("loopx output takes only options, got '{v}'"));
+    }
+    let OutputArgs {
+        out,
+        retry_after,
+        cost_usd,
+    } = a;
+    if out == Output::default() && retry_after.is_none() && cost_usd.is_none() {
+        let all: Vec<String> = commands::OUTPUT_FLAGS
+            .iter()
+            .map(|f| f.doc().spec())
+            .collect();
+        return Err(format!(
+            "loopx output needs at least one of {}",
+            all.join(", ")
         ));
     }
     let extensions = [("retry_after", retry_after), ("cost_usd", cost_usd)]
@@ -245,23 +230,78 @@ fn parse_output(rest: Vec<OsString>) -> Result<Command, Error> {
 
 /// `loopx status [--json]`. Beyond the spec, so it takes nothing else (a
 /// workflow named `status` runs with `loopx run status`, §4.1).
-fn parse_status(rest: Vec<OsString>) -> Result<Command, Error> {
-    let args: Vec<String> = rest.into_iter().map(lossy).collect();
-    match args.as_slice() {
-        [] => Ok(Command::Status { json: false }),
-        [flag] if flag == "--json" => Ok(Command::Status { json: true }),
-        [other, ..] => Err(Error::usage(
-            format!("'loopx status' takes only --json, got '{other}'"),
-            TOP_HELP,
+pub fn parse_status(rest: Vec<OsString>) -> Result<Command, String> {
+    let mut json = false;
+    let Some(positionals) = options("status", commands::STATUS_FLAGS, rest, &mut json)? else {
+        return Ok(Command::Help("status"));
+    };
+    match positionals.first() {
+        None => Ok(Command::Status { json }),
+        Some(other) => Err(format!("'loopx status' takes only --json, got '{other}'")),
+    }
+}
+
+/// `loopx json [--lines] <path>...` (beyond the spec).
+pub fn parse_json(rest: Vec<OsString>) -> Result<Command, String> {
+    let mut lines = false;
+    let Some(paths) = options("json", commands::JSON_FLAGS, rest, &mut lines)? else {
+        return Ok(Command::Help("json"));
+    };
+    if paths.is_empty() {
+        return Err("'loopx json' needs at least one path, e.g. .result".into());
+    }
+    let paths = paths
+        .iter()
+        .map(|p| json_query::parse_path(p))
+        .collect::<Result<_, _>>()?;
+    Ok(Command::Json(json_query::Query { lines, paths }))
+}
+
+/// `loopx completions bash|zsh|fish`, or `--targets` (beyond the spec).
+pub fn parse_completions(rest: Vec<OsString>) -> Result<Command, String> {
+    let mut targets = false;
+    let Some(positionals) = options(
+        "completions",
+        commands::COMPLETIONS_FLAGS,
+        rest,
+        &mut targets,
+    )?
+    else {
+        return Ok(Command::Help("completions"));
+    };
+    let shells = crate::completions::SHELLS.join(", ");
+    match (targets, positionals.as_slice()) {
+        (true, []) => Ok(Command::CompletionTargets),
+        (true, [extra, ..]) => Err(format!(
+            "'loopx completions --targets' takes no shell, got '{extra}'"
+        )),
+        (false, []) => Err("missing shell: loopx completions bash|zsh|fish".to_string()),
+        (false, [shell]) => Shell::from_name(shell)
+            .map(Command::Completions)
+            .ok_or_else(|| format!("unknown shell '{shell}' (shells: {shells})")),
+        (false, [_, extra, ..]) => Err(format!(
+            "'loopx completions' takes one shell, got also '{extra}'"
         )),
     }
 }
 
-/// `loopx env set|remove|list`. Plain positionals, so values may start
-/// with '-'.
-fn parse_env(rest: Vec<OsString>) -> Result<Command, Error> {
+/// `loopx env set|remove|list`. Plain operands, so values may start with
+/// '-': `-h`/`--help` is help anywhere but as `env set`'s value
+/// (`loopx env set K -h` sets K to `-h`).
+pub fn parse_env(rest: Vec<OsString>) -> Result<Command, String> {
     let args: Vec<String> = rest.into_iter().map(lossy).collect();
-    let usage = |msg: &str| Error::usage(msg.to_string(), TOP_HELP);
+    let is_help = |a: &String| a == "-h" || a == "--help";
+    let value_at = match args.first().map(String::as_str) {
+        Some("set") => Some(2),
+        _ => None,
+    };
+    if args
+        .iter()
+        .enumerate()
+        .any(|(i, a)| is_help(a) && Some(i) != value_at)
+    {
+        return Ok(Command::Help("env"));
+    }
     let rest = args.get(1..).unwrap_or_default();
     match args.first().map(String::as_str) {
         Some("set") => match rest {
@@ -269,28 +309,28 @@ fn parse_env(rest: Vec<OsString>) -> Result<Command, Error> {
                 name: name.clone(),
                 value: value.clone(),
             }),
-            _ => Err(usage(&format!(
+            _ => Err(format!(
                 "'loopx env set' takes a name and a value, got {}: loopx env set <name> <value>",
                 count(rest.len())
-            ))),
+            )),
         },
         Some("remove") => match rest {
             [name] => Ok(Command::EnvRemove { name: name.clone() }),
-            _ => Err(usage(&format!(
+            _ => Err(format!(
                 "'loopx env remove' takes one name, got {}: loopx env remove <name>",
                 count(rest.len())
-            ))),
+            )),
         },
         Some("list") => match rest {
             [] => Ok(Command::EnvList),
-            [extra, ..] => Err(usage(&format!(
+            [extra, ..] => Err(format!(
                 "'loopx env list' takes no arguments, got '{extra}'"
-            ))),
+            )),
         },
-        Some(other) => Err(usage(&format!(
+        Some(other) => Err(format!(
             "unknown env command '{other}' (expected set, remove or list)"
-        ))),
-        None => Err(usage("missing env command: loopx env set|remove|list")),
+        )),
+        None => Err("missing env command: loopx env set|remove|list".to_string()),
     }
 }
 
@@ -302,79 +342,35 @@ fn count(n: usize) -> String {
     }
 }
 
-/// `loopx install [options] <source>` with the same -h short-circuit and
-/// duplicate/unknown-flag rules as `run` (§4.2).
-fn parse_install(rest: Vec<OsString>) -> Result<Command, Error> {
-    // §4.2, as for run: -h anywhere, even as -w's value, is help.
-    if help_requested(&rest) {
-        return Ok(Command::InstallHelp);
-    }
-    let mut p = lexopt::Parser::from_args(rest);
-    let mut help = false;
-    let mut first_error: Option<String> = None;
-    let mut sources: Vec<String> = Vec::new();
-    let mut workflow: Option<String> = None;
-    let mut yes = false;
-    loop {
-        let arg = match p.next() {
-            Ok(Some(arg)) => arg,
-            Ok(None) => break,
-            Err(err) => {
-                first_error.get_or_insert(err.to_string());
-                continue;
-            }
-        };
-        let name = option_name(&arg);
-        match arg {
-            Short('h') | Long("help") => help = true,
-            Short('w') | Long("workflow") => match p.value() {
-                Ok(_) if workflow.is_some() => {
-                    first_error
-                        .get_or_insert("option '-w/--workflow' given more than once".to_string());
-                }
-                Ok(v) => workflow = Some(lossy(v)),
-                Err(_) => {
-                    first_error.get_or_insert(format!("option '{name}' needs a value"));
-                }
-            },
-            Short('y') if yes => {
-                first_error.get_or_insert("option '-y' given more than once".to_string());
-            }
-            Short('y') => yes = true,
-            Value(v) => sources.push(lossy(v)),
-            _ => {
-                let _ = p.optional_value();
-                first_error.get_or_insert(format!("unknown option '{name}' for 'loopx install'"));
-            }
-        }
-    }
-    if help {
-        return Ok(Command::InstallHelp);
-    }
-    if let Some(msg) = first_error {
-        return Err(Error::usage(msg, INSTALL_HELP));
-    }
+/// What `loopx install`'s rows store (commands.rs).
+#[derive(Debug, Default)]
+pub struct InstallOptions {
+    pub workflow: Option<String>,
+    pub yes: bool,
+}
+
+/// `loopx install [options] <source>`, with run's §4.2 rules: `-h`
+/// anywhere is help, duplicates and unknown options are usage errors.
+pub fn parse_install(rest: Vec<OsString>) -> Result<Command, String> {
+    let mut o = InstallOptions::default();
+    let Some(mut sources) = options("install", commands::INSTALL_FLAGS, rest, &mut o)? else {
+        return Ok(Command::Help("install"));
+    };
     match sources.len() {
-        0 => Err(Error::usage(
-            "missing source: loopx install [options] <source>",
-            INSTALL_HELP,
-        )),
+        0 => Err("missing source: loopx install [options] <source>".to_string()),
         1 => Ok(Command::Install(InstallArgs {
             source: sources.remove(0),
-            workflow,
-            yes,
+            workflow: o.workflow,
+            yes: o.yes,
         })),
-        n => Err(Error::usage(
-            format!(
-                "expected one source, got {n}: {}",
-                // Sources may carry credentials (install::redact).
-                sources
-                    .iter()
-                    .map(|s| crate::install::redact::url(s))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            ),
-            INSTALL_HELP,
+        n => Err(format!(
+            "expected one source, got {n}: {}",
+            // Sources may carry credentials (install::redact).
+            sources
+                .iter()
+                .map(|s| crate::install::redact::url(s))
+                .collect::<Vec<_>>()
+                .join(" ")
         )),
     }
 }
@@ -382,6 +378,25 @@ fn parse_install(rest: Vec<OsString>) -> Result<Command, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_needs_a_path_and_knows_its_option() {
+        let parse = |args: &[&str]| parse_json(args.iter().map(OsString::from).collect());
+        assert!(matches!(parse(&["-h"]), Ok(Command::Help("json"))));
+        assert!(matches!(
+            parse(&[".a", "--help"]),
+            Ok(Command::Help("json"))
+        ));
+        assert!(parse(&[]).unwrap_err().contains("at least one path"));
+        assert!(parse(&["--lines"]).is_err());
+        assert!(parse(&["--lines", "--lines", "."]).is_err());
+        assert!(parse(&["-x", "."]).unwrap_err().contains("'-x'"));
+        assert!(parse(&["result"]).unwrap_err().contains("starts with '.'"));
+        match parse(&["--lines", ".a", ".b"]) {
+            Ok(Command::Json(q)) => assert!(q.lines && q.paths.len() == 2),
+            other => panic!("{other:?}"),
+        }
+    }
     use std::path::PathBuf;
 
     fn parse_strs(args: &[&str]) -> Result<Command, Error> {
@@ -487,15 +502,15 @@ mod tests {
             &["run", "-e", "-h"],
             &["run", "-e", "--help", "ralph"],
         ] {
-            assert_eq!(parse_strs(args).unwrap(), Command::RunHelp, "{args:?}");
+            assert_eq!(parse_strs(args).unwrap(), Command::Help("run"), "{args:?}");
         }
         assert_eq!(
             parse_strs(&["run", "--unknown", "--help"]).unwrap(),
-            Command::RunHelp
+            Command::Help("run")
         );
         assert_eq!(
             parse_strs(&["run", "-h", "--unknown"]).unwrap(),
-            Command::RunHelp
+            Command::Help("run")
         );
     }
 
@@ -574,14 +589,18 @@ mod tests {
     fn install_options() {
         assert_eq!(
             parse_strs(&["install", "-h", "--bogus", "-w"]).unwrap(),
-            Command::InstallHelp
+            Command::Help("install")
         );
         for args in [
             &["install", "-w", "-h"][..],
             &["install", "--workflow", "--help"],
             &["install", "-w", "-h", "org/repo"],
         ] {
-            assert_eq!(parse_strs(args).unwrap(), Command::InstallHelp, "{args:?}");
+            assert_eq!(
+                parse_strs(args).unwrap(),
+                Command::Help("install"),
+                "{args:?}"
+            );
         }
         assert_eq!(
             parse_strs(&["install", "-y", "org/repo", "--workflow", "a"]).unwrap(),
@@ -595,5 +614,63 @@ mod tests {
         assert!(usage_message(&["install", "-w", "a", "-w", "b", "s"]).contains("more than once"));
         assert!(usage_message(&["install", "-y", "-y", "s"]).contains("more than once"));
         assert!(usage_message(&["install", "--unknown", "s"]).contains("'--unknown'"));
+    }
+
+    #[test]
+    fn help_in_option_position_only_outside_run_install_resume() {
+        let help = |name: &str| Command::Help(commands::find(name).unwrap().name);
+        for (args, name) in [
+            (&["version", "-h"][..], "version"),
+            (&["status", "--json", "--help"], "status"),
+            (&["output", "--stop", "-h"], "output"),
+            (&["env", "-h"], "env"),
+            (&["env", "set", "-h"], "env"),
+            (&["env", "list", "--help"], "env"),
+            (&["completions", "zsh", "-h"], "completions"),
+            (&["resume", "-n", "-h"], "resume"),
+        ] {
+            assert_eq!(parse_strs(args).unwrap(), help(name), "{args:?}");
+        }
+        assert_eq!(
+            parse_strs(&["env", "set", "K", "-h"]).unwrap(),
+            Command::EnvSet {
+                name: "K".into(),
+                value: "-h".into()
+            }
+        );
+        match parse_strs(&["output", "--result", "-h"]).unwrap() {
+            Command::Output { out, .. } => assert_eq!(out.result.as_deref(), Some("-h")),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn completions_take_one_known_shell_or_targets() {
+        assert_eq!(
+            parse_strs(&["completions", "fish"]).unwrap(),
+            Command::Completions(Shell::Fish)
+        );
+        assert_eq!(
+            parse_strs(&["completions", "--targets"]).unwrap(),
+            Command::CompletionTargets
+        );
+        assert!(usage_message(&["completions", "tcsh"]).contains("unknown shell 'tcsh'"));
+        assert!(usage_message(&["completions"]).contains("missing shell"));
+        assert!(usage_message(&["completions", "bash", "zsh"]).contains("'zsh'"));
+        assert_eq!(
+            parse_strs(&["run", "completions"]).unwrap(),
+            run("completions", None, None)
+        );
+    }
+
+    #[test]
+    fn unknown_command_lists_the_table() {
+        let message = usage_message(&["frob"]);
+        assert!(
+            message.contains(&format!("(commands: {})", commands::names())),
+            "{message}"
+        );
+        assert!(!message.contains(crate::api::MODE), "{message}");
+        assert!(usage_message(&["--max-time", "5"]).contains("option of 'loopx run'"));
     }
 }

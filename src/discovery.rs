@@ -44,6 +44,8 @@ impl Workflow {
 /// Everything found under `.loopx/`, cached for the whole loop (§5.1).
 #[derive(Debug, Default)]
 pub struct Discovery {
+    /// The `.loopx/` directory itself.
+    pub dir: PathBuf,
     pub workflows: BTreeMap<String, Workflow>,
     /// Validation problems across all workflows (§5.2, §5.3), in a stable order.
     pub problems: Vec<String>,
@@ -63,6 +65,148 @@ pub fn loopx_dir(project_root: &Path) -> PathBuf {
 /// Whether `.loopx/` exists as a directory (following a symlink).
 pub fn has_loopx_dir(project_root: &Path) -> bool {
     fs::metadata(loopx_dir(project_root)).is_ok_and(|m| m.is_dir())
+}
+
+/// The nearest directory above `dir` that has a `.loopx/`: §5.1 never
+/// looks there, but someone running loopx from a subdirectory of a project
+/// probably meant it (Error::NoLoopxDir says so).
+pub fn loopx_dir_above(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .skip(1)
+        .find(|a| has_loopx_dir(a))
+        .map(Path::to_path_buf)
+}
+
+/// JavaScript and TypeScript extensions that are not script extensions
+/// (names.rs), with the one that is: files people expect to run.
+const IGNORED_EXTENSIONS: [(&str, &str); 4] =
+    [("mjs", "js"), ("cjs", "js"), ("mts", "ts"), ("cts", "ts")];
+
+/// `index.mjs` → `index.js`: the name an ignored file would run under.
+fn runnable_name(file_name: &str) -> Option<String> {
+    let (base, ext) = file_name.rsplit_once('.')?;
+    let (_, to) = IGNORED_EXTENSIONS.iter().find(|(from, _)| *from == ext)?;
+    (!base.is_empty()).then(|| format!("{base}.{to}"))
+}
+
+/// What a directory holds that bears on why it is not a workflow.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Contents {
+    /// Top-level files with an ignored JS/TS extension, sorted.
+    ignored: Vec<String>,
+    /// Subdirectories holding script files, sorted.
+    script_dirs: Vec<String>,
+}
+
+fn contents(dir: &Path) -> Contents {
+    let mut c = Contents::default();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return c;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        match fs::metadata(&path) {
+            Ok(m) if m.is_file() && runnable_name(&name).is_some() => c.ignored.push(name),
+            Ok(m) if m.is_dir() && script_files(&path).is_ok_and(|f| !f.is_empty()) => {
+                c.script_dirs.push(name)
+            }
+            _ => {}
+        }
+    }
+    c.ignored.sort();
+    c.script_dirs.sort();
+    c
+}
+
+/// `a`, `a and b`, `a, b and 2 more`: at most a few names.
+fn few(names: &[String]) -> String {
+    let shown: Vec<String> = names.iter().map(|n| shown(n).into_owned()).collect();
+    match shown.len() {
+        0..=3 => and_list(&shown.iter().map(String::as_str).collect::<Vec<_>>()),
+        n => format!("{}, {} and {} more", shown[0], shown[1], n - 2),
+    }
+}
+
+/// The words for ignored files: `index.mjs is ignored (rename it to
+/// index.js: ...)`.
+fn ignored_words(ignored: &[String]) -> String {
+    let why = ".js and .ts scripts run as ES modules";
+    match ignored {
+        [one] => format!(
+            "{} is ignored (rename it to {}: {why})",
+            shown(one),
+            shown(&runnable_name(one).unwrap_or_default())
+        ),
+        many => format!(
+            "{} are ignored (rename them to .js or .ts: {why})",
+            few(many)
+        ),
+    }
+}
+
+/// Why there is no workflow `name` in `loopx_dir` when something there
+/// looks meant as one: a directory without top-level scripts (an
+/// `index.mjs`, scripts in `src/`), or a script file directly in `.loopx/`.
+/// For the error of a target or goto naming it (§5.1, §7.2).
+pub fn why_no_workflow(loopx_dir: &Path, name: &str) -> Option<String> {
+    if !crate::names::is_valid_name(name) {
+        return None;
+    }
+    let dir = loopx_dir.join(name);
+    if fs::metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        return Some(not_a_workflow_words(name, &contents(&dir)));
+    }
+    let file = fs::read_dir(loopx_dir).ok()?.flatten().find_map(|e| {
+        let file_name = e.file_name().into_string().ok()?;
+        let (base, _) = crate::names::split_script_name(&file_name)?;
+        (base == name && fs::metadata(e.path()).is_ok_and(|m| m.is_file())).then_some(file_name)
+    })?;
+    let ext = file.rsplit_once('.').map_or("sh", |(_, e)| e);
+    Some(format!(
+        ".loopx/{file} is a file, not a workflow: a workflow is a directory \
+         (.loopx/{name}/index.{ext})"
+    ))
+}
+
+fn not_a_workflow_words(name: &str, c: &Contents) -> String {
+    let mut words = format!(
+        ".loopx/{name}/ is not a workflow: it has no .sh, .js, .jsx, .ts or .tsx file \
+         at its top level"
+    );
+    if !c.ignored.is_empty() {
+        words.push_str("; ");
+        words.push_str(&ignored_words(&c.ignored));
+    }
+    if !c.script_dirs.is_empty() {
+        let dirs: Vec<String> = c.script_dirs.iter().map(|d| format!("{d}/")).collect();
+        words.push_str(&format!(
+            "; scripts in subdirectories ({}) are not run",
+            few(&dirs)
+        ));
+    }
+    words
+}
+
+/// Why `workflow` has no script `script` when a file looks meant as it:
+/// `check.mjs` for `check`.
+pub fn why_no_script(workflow: &Workflow, script: &str) -> Option<String> {
+    let ignored: Vec<String> = contents(&workflow.dir)
+        .ignored
+        .into_iter()
+        .filter(|f| f.rsplit_once('.').is_some_and(|(base, _)| base == script))
+        .collect();
+    (!ignored.is_empty()).then(|| ignored_words(&ignored))
+}
+
+/// Whether a script file has CRLF line endings, for the hint on a failed
+/// bash script. Reads at most the first MiB: enough to see a line end.
+pub fn has_crlf(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = Vec::new();
+    fs::File::open(path)
+        .and_then(|f| f.take(1 << 20).read_to_end(&mut head))
+        .is_ok_and(|_| head.windows(2).any(|w| w == b"\r\n"))
 }
 
 /// The supported script files directly inside `dir`, as (file name, path,
@@ -179,7 +323,10 @@ pub fn discover(loopx_dir: &Path) -> io::Result<Discovery> {
     }
     entries.sort();
 
-    let mut d = Discovery::default();
+    let mut d = Discovery {
+        dir: loopx_dir.to_path_buf(),
+        ..Discovery::default()
+    };
     for (name, path) in entries {
         // Only directories are workflow candidates; loose files in `.loopx/`
         // are never discovered (§5.1). Symlinks are followed.
@@ -212,4 +359,53 @@ pub fn discover(loopx_dir: &Path) -> io::Result<Discovery> {
         d.workflows.insert(name, workflow);
     }
     Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn ignored_files_are_named_with_the_name_that_would_run() {
+        assert_eq!(runnable_name("index.mjs").as_deref(), Some("index.js"));
+        assert_eq!(runnable_name("a.b.cts").as_deref(), Some("a.b.ts"));
+        assert_eq!(runnable_name(".mjs"), None);
+        assert_eq!(runnable_name("index.json"), None);
+        assert_eq!(
+            ignored_words(&strings(&["index.mjs"])),
+            "index.mjs is ignored (rename it to index.js: .js and .ts scripts run as ES modules)"
+        );
+        assert_eq!(
+            ignored_words(&strings(&["a.cjs", "b.mts", "c.mjs", "d.mjs"])),
+            "a.cjs, b.mts and 2 more are ignored (rename them to .js or .ts: \
+             .js and .ts scripts run as ES modules)"
+        );
+    }
+
+    #[test]
+    fn a_directory_that_is_not_a_workflow_says_why() {
+        let words = |ignored: &[&str], dirs: &[&str]| {
+            not_a_workflow_words(
+                "ralph",
+                &Contents {
+                    ignored: strings(ignored),
+                    script_dirs: strings(dirs),
+                },
+            )
+        };
+        assert_eq!(
+            words(&[], &[]),
+            ".loopx/ralph/ is not a workflow: it has no .sh, .js, .jsx, .ts or .tsx file at its top level"
+        );
+        assert_eq!(
+            words(&["index.mjs"], &["src"]),
+            ".loopx/ralph/ is not a workflow: it has no .sh, .js, .jsx, .ts or .tsx file at its \
+             top level; index.mjs is ignored (rename it to index.js: .js and .ts scripts run as \
+             ES modules); scripts in subdirectories (src/) are not run"
+        );
+    }
 }

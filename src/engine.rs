@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::bounded_read::Interrupt;
 use crate::checkpoint::{self, Checkpoint, Keeper};
 use crate::clock;
-use crate::discovery::{self, Discovery, Workflow};
+use crate::discovery::{self, Discovery, Kind, Script, Workflow};
 use crate::duration;
 use crate::env;
 use crate::error::Error;
@@ -69,6 +69,7 @@ pub fn prepare(
     if !discovery::has_loopx_dir(project_root) {
         return Err(Error::NoLoopxDir {
             root: project_root.to_path_buf(),
+            above: discovery::loopx_dir_above(project_root),
         });
     }
     let dir = discovery::loopx_dir(project_root);
@@ -219,7 +220,7 @@ fn failed(error: Error, retryable: bool, how: String) -> Verdict {
 /// §7.2 and the retry rule: what a script's ending means. A failure may be
 /// retried when the script failed by itself or timed out, never when loopx
 /// ended it for another reason.
-fn judge(finished: &Finished, label: &str, script: &Path, timeout: Option<Duration>) -> Verdict {
+fn judge(finished: &Finished, label: &str, script: &Script, timeout: Option<Duration>) -> Verdict {
     let label = label.to_string();
     match (finished.ending, finished.status) {
         (Ending::Interrupted(signal), _) => {
@@ -243,12 +244,12 @@ fn judge(finished: &Finished, label: &str, script: &Path, timeout: Option<Durati
         ),
         (Ending::Natural, Status::Code(0)) => Verdict::Success,
         // §5.1: a script file removed mid-loop fails as a launch error.
-        (Ending::Natural, Status::Code(_)) if !script.exists() => {
+        (Ending::Natural, Status::Code(_)) if !script.path.exists() => {
             let err = std::io::Error::new(
                 std::io::ErrorKind::NotFound,
                 "the script file no longer exists",
             );
-            let program = script.display().to_string();
+            let program = script.path.display().to_string();
             failed(
                 Error::Spawn {
                     script: label,
@@ -261,10 +262,15 @@ fn judge(finished: &Finished, label: &str, script: &Path, timeout: Option<Durati
         }
         (Ending::Natural, Status::Code(code)) => {
             let how = format!("failed ({})", report::ending(finished, None));
+            // Read only now that it failed: CRLF line endings are the
+            // likeliest cause of a bash script failing at once.
+            let crlf = (script.kind == Kind::Bash && discovery::has_crlf(&script.path))
+                .then(|| script.path.clone());
             failed(
                 Error::ScriptFailed {
                     script: label,
                     code,
+                    crlf,
                 },
                 true,
                 how,
@@ -325,7 +331,7 @@ impl Loop<'_> {
             };
             self.report.script_start(&run);
             let mut finished = self.run_once(current, &label, stdin, &iteration, attempt, waits)?;
-            let verdict = judge(&finished, &label, &current.script.path, self.opts.timeout);
+            let verdict = judge(&finished, &label, current.script, self.opts.timeout);
             if let (Ending::TimedOut, Some(after)) = (finished.ending, self.opts.timeout) {
                 self.report.timeout(&run, after);
             }
@@ -357,12 +363,12 @@ impl Loop<'_> {
                     }
                     // §2.3: stop ends the loop whatever else the output asks.
                     let Some(retry_after) = ext.retry_after.filter(|_| !out.stop) else {
+                        self.report.iteration_output(&run, structured);
                         return Ok(Step::Output(out));
                     };
-                    if out.goto.is_some() && self.opts.verbose {
-                        messages::notice(&format!(
-                            "note: {label} gave a goto beside retry_after; the goto is ignored"
-                        ));
+                    if out.goto.is_some() {
+                        self.report
+                            .note(&label, "the goto beside retry_after is ignored");
                     }
                     waits += 1;
                     attempt = 1;
@@ -426,6 +432,7 @@ impl Loop<'_> {
             Error::WaitTooLong {
                 script: label.to_string(),
                 until: shown,
+                until_ms,
                 bound,
                 run_id: self.run_id.clone(),
             }
@@ -617,6 +624,11 @@ pub fn resume(
     )
 }
 
+fn stderr_is_terminal() -> bool {
+    // SAFETY: a query on a descriptor number; no memory is involved.
+    unsafe { libc::isatty(libc::STDERR_FILENO) == 1 }
+}
+
 fn project_root() -> Result<PathBuf, Error> {
     std::env::current_dir().map_err(|e| Error::io("cannot determine the current directory", e))
 }
@@ -633,9 +645,15 @@ fn execute(opts: &RunOptions, observer: &mut dyn Observer, origin: Origin) -> Re
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     });
+    // Notes on probable mistakes: asked for with -v, or by default at a
+    // terminal the CLI shares with its scripts. Not under the API (its
+    // terminal is the consumer's), nor without a terminal, where stderr
+    // stays exactly the spec's (DESIGN.md "Beyond the spec").
+    let notes = opts.verbose || (observer.shares_terminal() && stderr_is_terminal());
     let mut report = Reporter::new(
         log.as_deref(),
         opts.verbose,
+        notes,
         &run_id,
         observer.owns_stdout(),
     )?;
@@ -840,6 +858,8 @@ impl<'d> Loop<'_> {
     ) -> Result<Done, Error> {
         self.runtimes
             .require_bash(current.workflow, current.script)?;
+        self.runtimes
+            .warn_unrunnable(current.workflow, current.script);
         loop {
             // §7.3: between iterations, an interrupt exits at once.
             self.sup.between_scripts()?;

@@ -17,19 +17,24 @@ pub enum Error {
         message: String,
         help: &'static str,
     },
-    /// `loopx run <target>` without `.loopx/` (§7.2).
+    /// `loopx run <target>` without `.loopx/` (§7.2). `above`: the nearest
+    /// parent directory that has one, where loopx was probably meant to run.
     NoLoopxDir {
         root: PathBuf,
+        above: Option<PathBuf>,
     },
     /// Name-restriction violations and collisions anywhere in `.loopx/`
     /// (§5.2–5.4): fatal for `run <target>`.
     Validation {
         problems: Vec<String>,
     },
-    /// A CLI target string that fails §4.1 validation.
+    /// A CLI target string that fails §4.1 validation. `meant`: the
+    /// target that exists for one written as a path or a file name
+    /// (resolve::suggest).
     InvalidTarget {
         target: String,
         why: Invalid,
+        meant: Option<String>,
     },
     /// A goto value that fails §4.1 validation, at transition time (§7.1 11a).
     InvalidGoto {
@@ -39,21 +44,26 @@ pub enum Error {
     },
     /// A workflow that is not in the discovery results. `goto_from` is set
     /// when a goto named it: the quoted goto value and the issuing script.
+    /// Here and below, `hint` says why what is there is not what was asked
+    /// for (discovery::why_no_workflow, why_no_script).
     UnknownWorkflow {
         workflow: String,
         available: Vec<String>,
         goto_from: Option<String>,
+        hint: Option<String>,
     },
     UnknownScript {
         workflow: String,
         script: String,
         available: Vec<String>,
         goto_from: Option<String>,
+        hint: Option<String>,
     },
     /// `run <workflow>` where the workflow has no `index` script (§2.1).
     MissingIndex {
         workflow: String,
         available: Vec<String>,
+        hint: Option<String>,
     },
     /// `-e <path>` that does not exist (§8.2).
     EnvFileMissing {
@@ -80,10 +90,13 @@ pub enum Error {
         lock: PathBuf,
         waited: std::time::Duration,
     },
-    /// A script ended with a non-zero exit code (§7.2).
+    /// A script ended with a non-zero exit code (§7.2). `crlf`: the
+    /// script's file, when it is a bash script with CRLF line endings
+    /// (probably why it failed).
     ScriptFailed {
         script: String,
         code: i32,
+        crlf: Option<PathBuf>,
     },
     /// A script was killed by a signal: a non-zero exit for §7.2.
     ScriptKilled {
@@ -109,6 +122,8 @@ pub enum Error {
         script: String,
         /// The wait as a message shows it: `2026-11-25T14:00:00Z (in 4h12m)`.
         until: String,
+        /// When the script asked to run again, milliseconds since the epoch.
+        until_ms: i64,
         bound: crate::wait::TooLong,
         run_id: String,
     },
@@ -208,6 +223,12 @@ pub enum Error {
         url: String,
         err: ExtractError,
     },
+    /// A local directory (`loopx install ./dir`) could not be copied: an
+    /// entry refused under the archive rules, or a read that failed.
+    LocalCopy {
+        dir: String,
+        err: ExtractError,
+    },
     /// §10.7 preflight: every failure across every selected workflow.
     InstallPreflight {
         failures: Vec<String>,
@@ -298,6 +319,15 @@ impl Error {
         }
     }
 
+    /// When a run that stopped for a wait asked to run again (milliseconds
+    /// since the epoch): the run log's `resume_at`.
+    pub fn resume_at_ms(&self) -> Option<i64> {
+        match self {
+            Error::WaitTooLong { until_ms, .. } => Some(*until_ms),
+            _ => None,
+        }
+    }
+
     /// Why the run ended, as the JS API's `reason` (and the run log) say.
     pub fn reason(&self) -> &'static str {
         match self {
@@ -341,6 +371,30 @@ fn list(names: &[String]) -> String {
     }
 }
 
+/// How to get a runtime for TypeScript and JSX (Error::NoTypeScriptRuntime,
+/// and the warning before a run that would meet it, runtime.rs).
+pub const TYPESCRIPT_HINT: &str = "install loopx with `npm install -g loopx` (it brings tsx), \
+     or `npm install -D tsx` in the project, or install Bun and set LOOPX_JS_RUNTIME=bun";
+
+/// `s` as one shell word, for a command a hint suggests: quoted unless
+/// every character is plainly safe.
+fn sh_word(s: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+,:@%".contains(c);
+    if !s.is_empty() && s.chars().all(safe) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// A `hint:` line after a message, when there is one.
+fn with_hint(f: &mut fmt::Formatter<'_>, hint: &Option<String>) -> fmt::Result {
+    match hint {
+        Some(hint) => write!(f, "\nhint: {hint}"),
+        None => Ok(()),
+    }
+}
+
 fn via(goto_from: &Option<String>) -> String {
     match goto_from {
         Some(from) => format!(" (goto {})", shown(from)),
@@ -354,13 +408,25 @@ impl fmt::Display for Error {
             Error::Usage { message, help } => {
                 write!(f, "{}\nhint: see '{help}'", shown(message))
             }
-            Error::NoLoopxDir { root } => write!(
-                f,
-                "no .loopx/ directory in {}\n\
-                 hint: create a workflow with `mkdir -p .loopx/<workflow>` and put an \
-                 index.sh (or index.ts) script in it",
-                root.display()
-            ),
+            Error::NoLoopxDir { root, above } => {
+                write!(
+                    f,
+                    "no .loopx/ directory in {}\n\
+                     hint: create a workflow with `mkdir -p .loopx/<workflow>` and put an \
+                     index.sh (or index.ts) script in it",
+                    root.display()
+                )?;
+                // §5.1: loopx looks only in the current directory, never
+                // above it; a parent's .loopx/ is probably the one meant.
+                match above {
+                    Some(dir) => write!(
+                        f,
+                        ", or run loopx from {}, which has one",
+                        shown(&dir.to_string_lossy())
+                    ),
+                    None => Ok(()),
+                }
+            }
             Error::Validation { problems } => {
                 f.write_str("invalid .loopx/ contents, refusing to start:")?;
                 for p in problems {
@@ -368,9 +434,15 @@ impl fmt::Display for Error {
                 }
                 f.write_str("\nhint: fix or rename the entries above; `loopx run -h` lists what was found")
             }
-            Error::InvalidTarget { target, why } => {
+            Error::InvalidTarget { target, why, meant } => {
                 write!(f, "invalid target '{}': {why}", shown(target))?;
-                if matches!(why, Invalid::TrailingColon) {
+                if let Some(meant) = meant {
+                    write!(
+                        f,
+                        "\nhint: did you mean '{meant}'? A target is workflow:script, \
+                         without a path or a file extension"
+                    )?;
+                } else if matches!(why, Invalid::TrailingColon) {
                     f.write_str("\nhint: to run a workflow's index, write just the workflow name")?;
                 }
                 Ok(())
@@ -386,6 +458,7 @@ impl fmt::Display for Error {
                 until,
                 bound,
                 run_id,
+                ..
             } => {
                 let past = match bound {
                     crate::wait::TooLong::MaxWait(d) => {
@@ -435,26 +508,44 @@ impl fmt::Display for Error {
                 workflow,
                 available,
                 goto_from,
-            } => write!(
-                f,
-                "workflow '{workflow}' not found in .loopx/{} (workflows: {})",
-                via(goto_from),
-                list(available)
-            ),
+                hint,
+            } => {
+                write!(
+                    f,
+                    "workflow '{workflow}' not found in .loopx/{} (workflows: {})",
+                    via(goto_from),
+                    list(available)
+                )?;
+                with_hint(f, hint)
+            }
             Error::UnknownScript {
                 workflow,
                 script,
                 available,
                 goto_from,
+                hint,
+            } => {
+                write!(
+                    f,
+                    "workflow '{workflow}' has no script '{script}'{} (scripts: {})",
+                    via(goto_from),
+                    list(available)
+                )?;
+                with_hint(f, hint)
+            }
+            Error::MissingIndex {
+                workflow,
+                available,
+                hint: Some(hint),
             } => write!(
                 f,
-                "workflow '{workflow}' has no script '{script}'{} (scripts: {})",
-                via(goto_from),
-                list(available)
+                "workflow '{workflow}' has no index script (scripts: {})\nhint: {hint}",
+                list(available),
             ),
             Error::MissingIndex {
                 workflow,
                 available,
+                hint: None,
             } => write!(
                 f,
                 "workflow '{workflow}' has no index script, so it needs an explicit script \
@@ -507,8 +598,20 @@ impl fmt::Display for Error {
                 waited.as_secs(),
                 shown(&lock.to_string_lossy())
             ),
-            Error::ScriptFailed { script, code } => {
-                write!(f, "script {script} exited with code {code}; stopping the loop")
+            Error::ScriptFailed { script, code, crlf } => {
+                write!(f, "script {script} exited with code {code}; stopping the loop")?;
+                if let Some(path) = crlf {
+                    let path = path.to_string_lossy();
+                    write!(
+                        f,
+                        "\nhint: {} has Windows (CRLF) line endings, and bash reads each \\r \
+                         as part of the line (`$'\\r': command not found`); convert the file, \
+                         e.g. `sed -i 's/\\r$//' {}`",
+                        shown(&path),
+                        sh_word(&shown(&path))
+                    )?;
+                }
+                Ok(())
             }
             Error::ScriptKilled { script, signal } => write!(
                 f,
@@ -566,11 +669,7 @@ impl fmt::Display for Error {
                          (Node 22.10 and later can)"
                     )?;
                 }
-                f.write_str(
-                    "\nhint: install loopx with `npm install -g loopx` (it brings tsx), \
-                     or `npm install -D tsx` in the project, or install Bun and set \
-                     LOOPX_JS_RUNTIME=bun",
-                )
+                write!(f, "\nhint: {TYPESCRIPT_HINT}")
             }
             Error::NoCacheDir => f.write_str(
                 "cannot find a cache directory for loopx's script helpers: \
@@ -635,6 +734,20 @@ impl fmt::Display for Error {
             ),
             Error::Archive { url, err } => {
                 write!(f, "cannot extract the tarball from {url}: {err}")
+            }
+            Error::LocalCopy { dir, err } => {
+                write!(f, "cannot install from {}: ", shown(dir))?;
+                match err {
+                    // The archive rules, worded for a directory.
+                    ExtractError::Unsafe { entry, reason } => write!(
+                        f,
+                        "refusing {}: {}",
+                        shown(entry),
+                        reason.replace("the archive", "the directory")
+                    )?,
+                    err => write!(f, "{err}")?,
+                }
+                f.write_str("; nothing was installed")
             }
             Error::InstallPreflight { failures } => {
                 f.write_str("install refused, nothing was installed:")?;
@@ -717,10 +830,46 @@ mod tests {
     }
 
     #[test]
+    fn hints_point_the_way() {
+        let e = Error::NoLoopxDir {
+            root: "/p/src/deep".into(),
+            above: Some("/p".into()),
+        };
+        assert_eq!(
+            e.to_string(),
+            "no .loopx/ directory in /p/src/deep\n\
+             hint: create a workflow with `mkdir -p .loopx/<workflow>` and put an index.sh \
+             (or index.ts) script in it, or run loopx from /p, which has one"
+        );
+        let e = Error::InvalidTarget {
+            target: "ralph/review".into(),
+            why: Invalid::BadName("ralph/review".into()),
+            meant: Some("ralph:review".into()),
+        };
+        assert!(e.to_string().ends_with(
+            "\nhint: did you mean 'ralph:review'? A target is workflow:script, \
+             without a path or a file extension"
+        ));
+        let e = Error::ScriptFailed {
+            script: "w:index".into(),
+            code: 127,
+            crlf: Some("/p/.loopx/w/it's.sh".into()),
+        };
+        assert_eq!(
+            e.to_string(),
+            "script w:index exited with code 127; stopping the loop\n\
+             hint: /p/.loopx/w/it's.sh has Windows (CRLF) line endings, and bash reads each \\r \
+             as part of the line (`$'\\r': command not found`); convert the file, \
+             e.g. `sed -i 's/\\r$//' '/p/.loopx/w/it'\\''s.sh'`"
+        );
+    }
+
+    #[test]
     fn targets_and_gotos_with_control_characters_stay_on_one_line() {
         let e = Error::InvalidTarget {
             target: "a\nb".into(),
             why: crate::target::Invalid::BadName("a\nb".into()),
+            meant: None,
         };
         assert_eq!(e.to_string().lines().count(), 1, "{e}");
         let e = Error::InvalidGoto {

@@ -1,12 +1,22 @@
-//! The three help forms (§11). Only run help looks at `.loopx/`.
+//! Help (§11), from the command table (commands.rs): the top help lists
+//! every command and the exit codes, and every command has `-h`. Only run
+//! help looks at `.loopx/` (§11.2).
 
 use std::path::Path;
 
+use crate::commands::{self, Subcommand, EXIT_CODES};
 use crate::discovery;
-use crate::run_flags;
+use crate::flags;
 use crate::text::shown;
 
-pub const TOP: &str = "\
+/// Where the top help's summaries start.
+const COLUMN: usize = 38;
+
+/// Top-level help (§11.1): syntax, the commands, what a workflow is, the
+/// exit codes (§12). No discovery.
+pub fn top() -> String {
+    let mut out = String::from(
+        "\
 loopx - loop scripts that drive agent CLIs
 
 Usage:
@@ -14,97 +24,64 @@ Usage:
   loopx -h | --help
 
 Commands:
-  run [options] <workflow>[:<script>]   Run a workflow script in a loop
-  version                               Print the loopx version
-  output [--result <v>] [--goto <target>] [--stop]
-                                        Print structured output (for bash scripts)
-  env set <name> <value>                Set a global environment variable
-  env remove <name>                     Remove a global environment variable
-  env list                              List global environment variables
-  install [options] <source>            Install workflows into .loopx/
-  status [--json]                       List the loopx runs alive and resumable
-  resume [<run-id>] [options]           Carry on a run that stopped early
-  json [--lines] <path>...              Print values from JSON on stdin
-
+",
+    );
+    for c in commands::visible() {
+        for (form, summary) in c.forms {
+            if form.len() < COLUMN {
+                out.push_str(&format!("  {form:<COLUMN$}{summary}\n"));
+            } else {
+                out.push_str(&format!("  {form}\n  {:COLUMN$}{summary}\n", ""));
+            }
+        }
+    }
+    out.push_str(
+        "
 Workflows live in .loopx/<workflow>/ as .sh, .js, .jsx, .ts or .tsx scripts;
 `loopx run <workflow>` starts its index script. A script's stdout is its
 output {\"result\", \"goto\", \"stop\"}: from bash, `$LOOPX_BIN output --goto next`.
-Exit codes: 0 stopped or a limit reached, 1 error or a script failed,
-75 a wait outlasted the budget (resumable), 124 a script timed out,
-128+N signal N.
 
-Run `loopx run --help` to list the workflows of this project,
-and `loopx install --help` for install sources and options.
-";
+Exit codes:
+",
+    );
+    let width = EXIT_CODES.iter().map(|(c, _)| c.len()).max().unwrap_or(0);
+    for (code, meaning) in EXIT_CODES {
+        out.push_str(&format!("  {code:<width$}  {meaning}\n"));
+    }
+    out.push_str(
+        "
+Run `loopx <command> --help` for a command's options; `loopx run --help`
+also lists the workflows of this project.
+",
+    );
+    out
+}
 
-const RUN_USAGE: &str = "\
-Usage: loopx run [options] <workflow>[:<script>]
+/// `loopx <command> --help`: usage, what it does, its options (from the
+/// table) and what follows them. Run help adds the workflows (`run_help`).
+pub fn command(c: &Subcommand) -> String {
+    let mut out = String::new();
+    for (i, (form, _)) in c.forms.iter().enumerate() {
+        let lead = if i == 0 { "Usage:" } else { "      " };
+        out.push_str(&format!("{lead} loopx {form}\n"));
+    }
+    out.push_str(&format!("\n{}\n\nOptions:\n", c.about));
+    out.push_str(&flags::help_lines(&(c.options)()));
+    if !c.after.is_empty() {
+        out.push_str(&format!("\n{}\n", c.after));
+    }
+    out
+}
 
-Runs <workflow>:<script> (default script: index) and loops: a script's stdout
-is its structured output {\"result\", \"goto\", \"stop\"}; goto moves to another
-script, stop ends the loop, otherwise the loop restarts at the target.
-Durations read 500ms, 90s, 15m, 2h or 1h30m; a bare number is seconds.
-
-Options:
-";
-
-pub const RESUME: &str = "\
-Usage: loopx resume [<run-id>] [options]
-
-Carries on a run that ended early: by a signal, a failed or timed-out
-script, a wait that outlasted its budget (exit 75), a crash or a reboot.
-Without <run-id> (or a unique prefix of it), the current project's most
-recent resumable run. The script that was about to run or running runs
-again with its saved input (at least once), under the same run id and
-iteration; spent time and money carry over. Options are `loopx run`'s and
-replace the saved ones. `loopx status` lists resumable runs.
-";
-
-pub const INSTALL: &str = "\
-Usage: loopx install [options] <source>
-
-Installs the workflows of <source> into .loopx/ (created when missing).
-
-Sources:
-  <org>/<repo>                   GitHub shorthand, cloned from
-                                 https://github.com/<org>/<repo>.git
-                                 (write the full URL for a .git name)
-  https://github.com/<o>/<r>     a repository on github.com, gitlab.com or
-                                 bitbucket.org (optionally .git or a
-                                 trailing /); other paths there are not git
-  <any URL ending in .git>       any other git repository (https, ssh, git,
-                                 file, or user@host:path.git)
-  <URL of a .tar.gz or .tgz>     a tarball over http(s) or file; the query
-                                 and fragment are ignored for the name
-Git sources are cloned with the system git (shallow, no prompts); tarballs
-are downloaded with the system curl (redirects followed) and extracted by
-loopx, refusing entries that would land outside the archive.
-
-A source with script files at its root is one workflow, named after the
-repository or archive (all its files are installed). Otherwise each
-top-level directory with script files is a workflow of its own and only
-those directories are installed.
-
-Options:
-  -w, --workflow <name>   Install only this workflow of a multi-workflow source
-  -y                      Replace existing workflows of the same name and
-                          install despite a loopx version requirement
-                          the running loopx does not meet
-  -h, --help              Show this help
-
-Nothing is installed unless every selected workflow passes: valid names,
-no two scripts sharing a name, no existing entry at .loopx/<name> (-y
-replaces only existing workflows, never other files or directories), and
-the workflow's package.json loopx range. All problems are listed at once.
-Each installed workflow is printed on stdout. Dependencies are not installed:
-run `npm install` in the workflow directory if it needs any.
-";
+/// The help of the table's entry `name`.
+pub fn of(name: &str) -> String {
+    commands::find(name).map(command).unwrap_or_else(top)
+}
 
 /// Run help (§11.2): usage, then the workflows found, with non-fatal
 /// validation warnings on stderr.
 pub fn run_help(project_root: &Path) -> String {
-    let mut out = String::from(RUN_USAGE);
-    out.push_str(&run_flags::help_lines());
+    let mut out = of("run");
     let dir = discovery::loopx_dir(project_root);
     if !discovery::has_loopx_dir(project_root) {
         crate::messages::warn(&format!(

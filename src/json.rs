@@ -239,6 +239,16 @@ pub fn scan_top_level(
     (p.pos == bytes.len()).then_some(object)
 }
 
+/// The length of the JSON value at the very start of `bytes` (no leading
+/// whitespace), whatever follows it; `None` when no valid value starts
+/// there. For telling a whole object from one with text around it
+/// (output::stray_text), validating as [`scan_top_level`] does.
+pub fn value_len(bytes: &[u8]) -> Option<usize> {
+    let mut p = Parser { bytes, pos: 0 };
+    p.skip_value()?;
+    Some(p.pos)
+}
+
 /// The string literal at `lit` (a span from [`scan_top_level`], between the
 /// quotes) decoded, or `None` without decoding when it is too long to be an
 /// ASCII word of at most `max_chars` characters: comparing a key with
@@ -1008,6 +1018,16 @@ impl Object {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn value_len_measures_the_leading_value_only() {
+        assert_eq!(value_len(br#"{"a":[1,{"b":"}"}]} tail"#), Some(19));
+        assert_eq!(value_len(b"{}{}"), Some(2));
+        assert_eq!(value_len(b"[1, 2]\n"), Some(6));
+        assert_eq!(value_len(br#"{"a":1"#), None);
+        assert_eq!(value_len(b" {}"), None);
+        assert_eq!(value_len(b""), None);
+    }
 
     fn s(x: &str) -> Value {
         Value::String(x.to_string())

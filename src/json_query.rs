@@ -28,29 +28,6 @@ use std::io::{self, BufRead, Write};
 use crate::error::Error;
 use crate::json::{self, Value};
 
-pub const HELP: &str = "\
-Usage: loopx json [--lines] <path>...
-
-Reads JSON on stdin and prints the values at <path>s: strings raw, other
-values as JSON, a missing value as an empty field; several paths on one
-line, separated by tabs. A path is . (the whole value) or .key.key...; a
-number indexes an array (-1 is its last item).
-
-Options:
-  --lines      Read JSONL: one document per line, one output line each, as
-               they come (lines that are not JSON are skipped)
-  -h, --help   Show this help
-
-When fields share a line (several paths, or --lines), a backslash, newline,
-carriage return or tab in them is written \\\\, \\n, \\r, \\t (printf '%b'
-reverses it). Exit status 1 for a document that is not JSON (without
---lines).
-
-Example:
-  claude -p --output-format stream-json --verbose <prompt.md |
-    loopx json --lines .type .message.content.0.name
-";
-
 /// One path: its segments, looked up in turn.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Path(Vec<String>);
@@ -60,33 +37,6 @@ pub struct Path(Vec<String>);
 pub struct Query {
     pub lines: bool,
     pub paths: Vec<Path>,
-}
-
-/// Parses `loopx json`'s arguments: `Ok(None)` is a request for help.
-pub fn parse_args(args: Vec<String>) -> Result<Option<Query>, String> {
-    let mut lines = false;
-    let mut paths = Vec::new();
-    let mut options_done = false;
-    for arg in args {
-        match arg.as_str() {
-            "-h" | "--help" if !options_done => return Ok(None),
-            "--lines" if !options_done => {
-                if lines {
-                    return Err("'--lines' given twice".to_string());
-                }
-                lines = true;
-            }
-            "--" if !options_done => options_done = true,
-            a if a.starts_with('-') && !options_done => {
-                return Err(format!("unknown option '{a}' for 'loopx json'"));
-            }
-            a => paths.push(parse_path(a)?),
-        }
-    }
-    if paths.is_empty() {
-        return Err("'loopx json' needs at least one path, e.g. .result".to_string());
-    }
-    Ok(Some(Query { lines, paths }))
 }
 
 /// `.` or `.a.b.0`: a leading dot, then segments separated by dots.
@@ -313,10 +263,17 @@ pub fn run_stdio(query: &Query) -> Result<(), Error> {
 mod tests {
     use super::*;
 
+    /// A query as `loopx json <args>` asks for it (the command table parses
+    /// the real arguments: cli.rs).
     fn q(args: &[&str]) -> Query {
-        parse_args(args.iter().map(|s| s.to_string()).collect())
-            .expect("valid")
-            .expect("not help")
+        Query {
+            lines: args.contains(&"--lines"),
+            paths: args
+                .iter()
+                .filter(|a| **a != "--lines")
+                .map(|a| parse_path(a).expect("valid path"))
+                .collect(),
+        }
     }
 
     fn out(args: &[&str], input: &str) -> String {
@@ -340,26 +297,6 @@ mod tests {
         for bad in ["", "result", "..a", ".a.", ".a..b"] {
             assert!(parse_path(bad).is_err(), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn arguments_need_a_path_and_know_their_options() {
-        assert_eq!(parse_args(vec!["-h".into()]), Ok(None));
-        assert_eq!(parse_args(vec![".a".into(), "--help".into()]), Ok(None));
-        assert!(parse_args(vec![])
-            .unwrap_err()
-            .contains("at least one path"));
-        assert!(parse_args(vec!["--lines".into()]).is_err());
-        assert!(parse_args(vec!["--lines".into(), "--lines".into(), ".".into()]).is_err());
-        assert!(parse_args(vec!["-x".into(), ".".into()])
-            .unwrap_err()
-            .contains("'-x'"));
-        let query = q(&["--lines", ".a", ".b"]);
-        assert!(query.lines);
-        assert_eq!(query.paths.len(), 2);
-        // After --, a path may not start with '-' anyway: it must start
-        // with '.', so -- only ends the options.
-        assert!(parse_args(vec!["--".into(), "-h".into()]).is_err());
     }
 
     #[test]

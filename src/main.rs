@@ -6,6 +6,8 @@ mod bounded_read;
 mod checkpoint;
 mod cli;
 mod clock;
+mod commands;
+mod completions;
 mod delegate;
 mod descendants;
 mod discovery;
@@ -14,6 +16,7 @@ mod engine;
 mod env;
 mod envfile;
 mod error;
+mod flags;
 mod help;
 mod install;
 mod js_assets;
@@ -72,7 +75,10 @@ fn dispatch() -> Result<(), Error> {
     // §3.2: delegation happens before any command parsing.
     delegate::maybe_delegate(&args);
     match cli::parse(args)? {
-        Command::TopHelp => print_stdout(help::TOP),
+        Command::TopHelp => print_stdout(&help::top()),
+        // §11.2: the one help that looks at .loopx/.
+        Command::Help("run") => print_stdout(&help::run_help(&current_dir()?)),
+        Command::Help(name) => print_stdout(&help::of(name)),
         Command::Version => print_stdout(concat!(env!("CARGO_PKG_VERSION"), "\n")),
         Command::Output { out, extensions } => {
             print_stdout(&(output::to_json_with(&out, &extensions) + "\n"))
@@ -80,19 +86,17 @@ fn dispatch() -> Result<(), Error> {
         Command::EnvSet { name, value } => env::set(&name, &value),
         Command::EnvRemove { name } => env::remove(&name),
         Command::EnvList => env::list(),
-        Command::RunHelp => {
-            let root = std::env::current_dir()
-                .map_err(|e| Error::io("cannot determine the current directory", e))?;
-            print_stdout(&help::run_help(&root))
-        }
         Command::Run(args) => engine::run(&args, &mut engine::Cli),
         Command::Api { protocol, args } => api::run(&protocol, &args),
-        Command::InstallHelp => print_stdout(help::INSTALL),
         Command::Install(args) => install::install(&args),
         Command::Status { json } => status::list(json),
-        Command::ResumeHelp => print_stdout(help::RESUME),
+        Command::Json(query) => json_query::run_stdio(&query),
         Command::Resume { id, given } => engine::resume(id.as_deref(), |saved| given.apply(saved)),
-        Command::Json(None) => print_stdout(json_query::HELP),
-        Command::Json(Some(query)) => json_query::run_stdio(&query),
+        Command::Completions(shell) => print_stdout(&completions::script(shell)),
+        Command::CompletionTargets => print_stdout(&completions::targets(&current_dir()?)),
     }
+}
+
+fn current_dir() -> Result<std::path::PathBuf, Error> {
+    std::env::current_dir().map_err(|e| Error::io("cannot determine the current directory", e))
 }

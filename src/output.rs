@@ -285,7 +285,7 @@ fn kind(k: Kind) -> &'static str {
 }
 
 /// Outputs that are probably mistakes, which §2.3 otherwise makes silent
-/// (`--verbose` points them out; the loop still behaves as §2.3 says):
+/// (notes point them out, report.rs; the loop still behaves as §2.3 says):
 /// stdout that looks like JSON but is not, an object whose fields miss the
 /// known ones narrowly, `stop` that is not exactly `true`, `goto` that is not
 /// a string. Scans like `parse_structured`, building no tree.
@@ -346,6 +346,70 @@ pub fn suspicions(stdout: &[u8]) -> Vec<String> {
         )),
     }
     notes
+}
+
+/// Every note on an output that is probably a mistake: text around a JSON
+/// object, else what [`suspicions`] finds. (Text around an object that
+/// starts stdout also makes it "not valid JSON"; the note that says where
+/// the text is says more.)
+pub fn notes(stdout: &[u8]) -> Vec<String> {
+    match stray_text(stdout) {
+        Some(note) => vec![note],
+        None => suspicions(stdout),
+    }
+}
+
+/// How many candidate objects [`stray_text`] looks at: each costs at most
+/// one scan of the rest of stdout, which may be hundreds of MiB.
+const STRAY_TRIES: usize = 8;
+
+/// Text before or after a JSON object with one of §2.3's fields, the
+/// commonest mistake: an `echo` beside `$LOOPX_BIN output`, or a log line
+/// after it. §2.3 parses only a whole object, so all of stdout is then the
+/// result. Candidates are objects that start stdout or a line (a
+/// pretty-printed object's inner ones are indented), at most
+/// [`STRAY_TRIES`] of them.
+pub fn stray_text(stdout: &[u8]) -> Option<String> {
+    let is_ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+    let mut next = stdout
+        .iter()
+        .position(|b| !is_ws(b))
+        .unwrap_or(stdout.len());
+    for _ in 0..STRAY_TRIES {
+        let start = if stdout.get(next) == Some(&b'{') {
+            next
+        } else {
+            next + memfind(stdout.get(next..)?, b"\n{")? + 1
+        };
+        let Some(len) = json::value_len(&stdout[start..]) else {
+            next = start + 1;
+            continue;
+        };
+        let end = start + len;
+        next = end;
+        let known = Fields::scan(&stdout[start..end]).and_then(|f| f.first_known());
+        if known.is_none() {
+            continue;
+        }
+        let before = stdout[..start].iter().any(|b| !is_ws(b));
+        let after = stdout[end..].iter().any(|b| !is_ws(b));
+        let place = match (before, after) {
+            (false, false) => return None,
+            (true, false) => "before",
+            (false, true) => "after",
+            (true, true) => "before and after",
+        };
+        return Some(format!(
+            "stdout has text {place} its JSON object; only a whole JSON object is parsed, \
+             so all of stdout is the result (print other text to stderr)"
+        ));
+    }
+    None
+}
+
+/// Where `needle` first occurs in `hay`.
+fn memfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 #[cfg(test)]
@@ -1216,6 +1280,39 @@ process.stdout.write(JSON.stringify(out));
         // The corpus must actually exercise both paths.
         assert!(structured > 300, "only {structured} structured cases");
         assert!((3..100).contains(&throws), "{throws} throwing cases");
+    }
+
+    #[test]
+    fn text_around_a_json_object_is_pointed_out() {
+        let note = |s: &str| stray_text(s.as_bytes());
+        let said = |s: &str| note(s).unwrap_or_else(|| panic!("no note for {s:?}"));
+        assert!(said("working...\n{\"stop\":true}\n").contains("text before its JSON object"));
+        assert!(said("{\"goto\":\"b\"}\ndone\n").contains("text after its JSON object"));
+        assert!(said("a\n{\"result\":\"x\"}\nb").contains("before and after"));
+        assert!(said("a\n{\n  \"result\": [\n    {\"x\": 1}\n  ]\n}\n").contains("before its"));
+        assert_eq!(
+            said("log\n{\"stop\":true}"),
+            "stdout has text before its JSON object; only a whole JSON object is parsed, \
+             so all of stdout is the result (print other text to stderr)"
+        );
+        // A whole object, plain text, objects without §2.3's fields and
+        // broken JSON: nothing to say here.
+        for quiet in [
+            "",
+            "plain text\n",
+            " \n{\"stop\":true}\n\n",
+            "log\n{\"level\":\"info\"}\n",
+            "log\n{\"stop\":tru\n",
+            "x{\"stop\":true}",
+        ] {
+            assert_eq!(note(quiet), None, "{quiet:?}");
+        }
+        // An object without the fields before the one with them.
+        assert!(note("{\"a\":1}\n{\"stop\":true}\n").is_some());
+        // notes(): the placed note replaces "not valid JSON".
+        assert_eq!(notes(b"{\"stop\":true} ok").len(), 1);
+        assert!(notes(b"{\"stop\":true} ok")[0].contains("text after"));
+        assert!(notes(b"{oops")[0].contains("not valid JSON"));
     }
 
     #[test]

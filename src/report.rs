@@ -1,9 +1,12 @@
 //! What a run tells about itself (DESIGN.md "Beyond the spec"; README "Run
 //! log", "Seeing what runs"): the JSONL run record (`--log`), the status
-//! file (`loopx status`) and the per-script lines of `--verbose`. The engine
-//! reports each event here once; each outlet takes what it needs. Without
-//! `--log` and `--verbose` only the status file is written.
+//! file (`loopx status`), the per-script lines of `--verbose`, and notes on
+//! probable mistakes (`--verbose`, or by default when stderr is a terminal
+//! the CLI shares with its scripts). The engine reports each event here
+//! once; each outlet takes what it needs. Without `--log`, `--verbose` and a
+//! terminal only the status file is written.
 
+use std::collections::VecDeque;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -56,6 +59,9 @@ pub struct Reporter {
     log: Option<RunLog>,
     status: Option<StatusFile>,
     verbose: bool,
+    /// Whether `note:` lines on probable mistakes are printed.
+    notes: bool,
+    restarts: RestartWatch,
     started: Instant,
     /// When the current script started.
     script_started: Instant,
@@ -77,6 +83,56 @@ pub fn ending(f: &Finished, timeout: Option<Duration>) -> String {
     }
 }
 
+/// Restarts on plain-text output in a row, within [`RESTART_WINDOW`], that
+/// make the restart note.
+const RESTARTS: usize = 20;
+const RESTART_WINDOW: Duration = Duration::from_secs(5);
+
+/// Watches for a loop that restarts quickly, again and again, on plain-text
+/// output: no goto and no stop ever, so it runs until interrupted.
+#[derive(Default)]
+struct RestartWatch {
+    /// When the latest plain-text outputs in a row came, at most RESTARTS.
+    times: VecDeque<Instant>,
+    said: bool,
+}
+
+impl RestartWatch {
+    /// One output, at `now`. Once per run, when the last [`RESTARTS`]
+    /// outputs were all plain text and came within [`RESTART_WINDOW`]:
+    /// how long they took.
+    fn record(&mut self, now: Instant, structured: bool) -> Option<Duration> {
+        if structured {
+            self.times.clear();
+            return None;
+        }
+        if self.said {
+            return None;
+        }
+        if self.times.len() == RESTARTS {
+            self.times.pop_front();
+        }
+        self.times.push_back(now);
+        let first = *self.times.front()?;
+        let took = now.saturating_duration_since(first);
+        if self.times.len() < RESTARTS || took > RESTART_WINDOW {
+            return None;
+        }
+        self.said = true;
+        Some(took)
+    }
+}
+
+/// The restart note's words.
+fn restart_note(took: Duration) -> String {
+    format!(
+        "the loop restarted {RESTARTS} times in {} on plain-text output (no goto, no stop), \
+         and restarts until interrupted; a script ends the loop with \
+         `\"$LOOPX_BIN\" output --stop` (`output({{ stop: true }})` in JS/TS)",
+        duration::format_elapsed(took)
+    )
+}
+
 /// The first `n` characters of `s`.
 fn head(s: &str, n: usize) -> &str {
     match s.char_indices().nth(n) {
@@ -96,9 +152,11 @@ fn script_line(log: &RunLog, event: &str, run: &ScriptRun) -> Object {
 impl Reporter {
     /// `log`: the run log's path, already chosen (`--log` over `LOOPX_LOG`);
     /// `stdout_taken` when it may not be `-` (RunLog::open).
+    /// `notes`: print `note:` lines on probable mistakes (Notes::wanted).
     pub fn new(
         log: Option<&Path>,
         verbose: bool,
+        notes: bool,
         run_id: &str,
         stdout_taken: bool,
     ) -> Result<Reporter, Error> {
@@ -109,6 +167,8 @@ impl Reporter {
             log,
             status: None,
             verbose,
+            notes,
+            restarts: RestartWatch::default(),
             started: Instant::now(),
             script_started: Instant::now(),
             iterations: 0,
@@ -166,13 +226,35 @@ impl Reporter {
         }
     }
 
-    /// `--verbose`: notes on an output that is probably a mistake (§2.3
-    /// takes it silently). Looked at before the output is parsed.
+    /// A note on something probably mistaken, when notes are on:
+    /// `loopx: note: <label>: <text>`.
+    pub fn note(&self, label: &str, text: &str) {
+        if self.notes {
+            messages::notice(&format!("note: {label}: {text}"));
+        }
+    }
+
+    /// Notes on an output that is probably a mistake (§2.3 takes it
+    /// silently). Looked at before the output is parsed.
     pub fn inspect_stdout(&self, run: &ScriptRun, stdout: &[u8]) {
-        if self.verbose {
-            for note in output::suspicions(stdout) {
-                messages::notice(&format!("note: {}: {note}", run.label));
+        if self.notes {
+            for note in output::notes(stdout) {
+                self.note(run.label, &note);
             }
+        }
+    }
+
+    /// The output the loop goes on with (after any waits): plain text
+    /// restarts the loop (§2.3, §7.1 step 12), and many quick restarts in
+    /// a row are probably a script that forgot to output JSON. Noted once
+    /// per run.
+    pub fn iteration_output(&mut self, run: &ScriptRun, structured: bool) {
+        if !self.notes {
+            return;
+        }
+        if let Some(took) = self.restarts.record(Instant::now(), structured) {
+            let note = restart_note(took);
+            self.note(run.label, &note);
         }
     }
 
@@ -295,6 +377,26 @@ impl Reporter {
                 Some(c) => line.raw("cost_usd", &json::number_to_js_string(c)),
                 None => line,
             };
+            // Exit 75: when the script asked to run again (schedulers read
+            // it: dist/action/run.sh, log collectors under `--log -`).
+            let resume_at = result.as_ref().err().and_then(Error::resume_at_ms);
+            let line = match resume_at {
+                Some(ms) => line.str(
+                    "resume_at",
+                    &clock::format_ms(u64::try_from(ms).unwrap_or(0)),
+                ),
+                None => line,
+            };
+            // Exit 75: when the script asked to run again (schedulers read
+            // it: dist/action/run.sh, log collectors under `--log -`).
+            let resume_at = result.as_ref().err().and_then(Error::resume_at_ms);
+            let line = match resume_at {
+                Some(ms) => line.str(
+                    "resume_at",
+                    &clock::format_ms(u64::try_from(ms).unwrap_or(0)),
+                ),
+                None => line,
+            };
             log.write(line);
             log.sync();
         }
@@ -306,5 +408,60 @@ impl Reporter {
                 duration::format_elapsed(took)
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn twenty_quick_plain_text_restarts_in_a_row_are_noted_once() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let mut w = RestartWatch::default();
+        for i in 0..19 {
+            assert_eq!(w.record(ms(i * 100), false), None, "restart {i}");
+        }
+        assert_eq!(w.record(ms(1900), false), Some(Duration::from_millis(1900)));
+        // Once per run.
+        for i in 20..100 {
+            assert_eq!(w.record(ms(i * 100), false), None);
+        }
+    }
+
+    #[test]
+    fn slow_or_interrupted_streaks_are_not_noted() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        // 20 restarts over more than 5 s.
+        let mut w = RestartWatch::default();
+        for i in 0..40 {
+            assert_eq!(w.record(ms(i * 300), false), None, "restart {i}");
+        }
+        // A structured output in between starts the count again.
+        let mut w = RestartWatch::default();
+        for i in 0..39 {
+            assert_eq!(w.record(ms(i), i == 15 || i == 30), None, "output {i}");
+        }
+        assert!(w.record(ms(39), false).is_none());
+        // The window slides: the last 20 within 5 s count.
+        let mut w = RestartWatch::default();
+        assert_eq!(w.record(ms(0), false), None);
+        for i in 0..19 {
+            assert_eq!(w.record(ms(10_000 + i), false), None);
+        }
+        assert!(w.record(ms(10_019), false).is_some());
+    }
+
+    #[test]
+    fn the_restart_note_says_how_to_stop() {
+        let note = restart_note(Duration::from_millis(1200));
+        assert!(
+            note.starts_with("the loop restarted 20 times in 1.2s on plain-text output"),
+            "{note}"
+        );
+        assert!(note.contains("`\"$LOOPX_BIN\" output --stop`"), "{note}");
+        assert!(note.contains("output({ stop: true })"), "{note}");
     }
 }

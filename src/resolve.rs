@@ -3,7 +3,7 @@
 //! runs with which input. Parsing the strings is target.rs's; this module
 //! looks the names up.
 
-use crate::discovery::{Discovery, Script, Workflow};
+use crate::discovery::{self, Discovery, Script, Workflow};
 use crate::error::Error;
 use crate::output::Output;
 use crate::target;
@@ -21,30 +21,90 @@ impl Resolved<'_> {
     }
 }
 
+/// Extensions people write after a script name, which a target never has.
+const FILE_EXTENSIONS: [&str; 10] = [
+    "sh", "bash", "js", "jsx", "ts", "tsx", "mjs", "cjs", "mts", "cts",
+];
+
+/// The target that exists for one written as a path or a file name
+/// (`ralph/review`, `pipe:finish.sh`, `ralph.sh`, `.loopx/ralph/index.sh`),
+/// for the hint of an invalid target (§4.1). None when no such target
+/// exists or the guess is not unique.
+pub fn suggest(d: &Discovery, raw: &str) -> Option<String> {
+    let path = raw.strip_prefix("./").unwrap_or(raw);
+    let path = path.strip_prefix(".loopx/").unwrap_or(path);
+    let parts: Vec<&str> = path.split(['/', ':']).filter(|p| !p.is_empty()).collect();
+    let bare = |name: &'_ str| -> String {
+        match name.rsplit_once('.') {
+            Some((base, ext)) if FILE_EXTENSIONS.contains(&ext) => base.to_string(),
+            _ => name.to_string(),
+        }
+    };
+    let has = |w: &str, s: &str| {
+        d.workflows
+            .get(w)
+            .is_some_and(|w| w.scripts.contains_key(s))
+    };
+    let meant = match parts[..] {
+        [w, s] => {
+            let s = bare(s);
+            has(w, &s).then(|| {
+                if s == "index" {
+                    w.to_string()
+                } else {
+                    format!("{w}:{s}")
+                }
+            })?
+        }
+        [name] => {
+            let name = bare(name);
+            if has(&name, "index") {
+                name
+            } else {
+                let mut owners = d
+                    .workflows
+                    .values()
+                    .filter(|w| w.scripts.contains_key(&name));
+                match (owners.next(), owners.next()) {
+                    (Some(w), None) => format!("{}:{name}", w.name),
+                    _ => return None,
+                }
+            }
+        }
+        _ => return None,
+    };
+    (meant != raw && target::parse(&meant).is_ok()).then_some(meant)
+}
+
 /// §7.1 step 3: the starting target of `loopx run`.
 pub fn start<'d>(d: &'d Discovery, raw: &str) -> Result<Resolved<'d>, Error> {
     let parsed = target::parse(raw).map_err(|why| Error::InvalidTarget {
         target: raw.to_string(),
         why,
+        meant: suggest(d, raw),
     })?;
     let (w, s, script_given) = parsed.for_run();
     let workflow = d.workflows.get(w).ok_or_else(|| Error::UnknownWorkflow {
         workflow: w.to_string(),
         available: d.workflow_names(),
         goto_from: None,
+        hint: discovery::why_no_workflow(&d.dir, w),
     })?;
     let script = workflow.scripts.get(s).ok_or_else(|| {
+        let hint = discovery::why_no_script(workflow, s);
         if script_given {
             Error::UnknownScript {
                 workflow: w.to_string(),
                 script: s.to_string(),
                 available: workflow.script_names(),
                 goto_from: None,
+                hint,
             }
         } else {
             Error::MissingIndex {
                 workflow: w.to_string(),
                 available: workflow.script_names(),
+                hint,
             }
         }
     })?;
@@ -65,6 +125,7 @@ pub fn goto<'d>(d: &'d Discovery, raw: &str, from: &Resolved<'d>) -> Result<Reso
         workflow: w.to_string(),
         available: d.workflow_names(),
         goto_from: goto_from.clone(),
+        hint: discovery::why_no_workflow(&d.dir, w),
     })?;
     let script = workflow
         .scripts
@@ -74,6 +135,7 @@ pub fn goto<'d>(d: &'d Discovery, raw: &str, from: &Resolved<'d>) -> Result<Reso
             script: s.to_string(),
             available: workflow.script_names(),
             goto_from,
+            hint: discovery::why_no_script(workflow, s),
         })?;
     Ok(Resolved { workflow, script })
 }
@@ -164,6 +226,41 @@ mod tests {
             start(&no_index, "tools"),
             Err(Error::MissingIndex { .. })
         ));
+    }
+
+    #[test]
+    fn targets_written_as_paths_or_file_names_suggest_the_target_that_exists() {
+        let d = discovered(&[
+            ("ralph", &["index", "review"]),
+            ("pipe", &["finish"]),
+            ("tools", &["lint", "review"]),
+        ]);
+        for (raw, meant) in [
+            ("ralph/review", Some("ralph:review")),
+            ("ralph/review.sh", Some("ralph:review")),
+            ("pipe:finish.sh", Some("pipe:finish")),
+            ("pipe/finish.ts", Some("pipe:finish")),
+            (".loopx/ralph/index.sh", Some("ralph")),
+            ("./.loopx/pipe/finish.sh", Some("pipe:finish")),
+            ("ralph.sh", Some("ralph")),
+            ("ralph/", Some("ralph")),
+            ("finish.sh", Some("pipe:finish")),
+            ("lint.ts", Some("tools:lint")),
+            // Two workflows have a review: no guess.
+            ("review.sh", None),
+            ("ralph/nope", None),
+            ("nope/review", None),
+            ("a/b/c", None),
+            ("ralph", None),
+        ] {
+            assert_eq!(suggest(&d, raw).as_deref(), meant, "{raw}");
+        }
+        let err = start(&d, "pipe:finish.sh").err().map(|e| e.to_string());
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.contains("did you mean 'pipe:finish'?")),
+            "{err:?}"
+        );
     }
 
     #[test]

@@ -120,6 +120,12 @@ mod tests {
             .spawn()
             .expect("spawn sleep");
         let pgid = child.id() as i32;
+        // The spawn returns once exec has begun, before the kernel has laid
+        // out the new environment: look until it is there.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while live_groups(&id).is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         assert_eq!(live_groups(&id), [pgid]);
         let _ = child.kill();
         let _ = child.wait();

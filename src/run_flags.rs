@@ -1,61 +1,16 @@
 //! The options of `loopx run` (§4.2 and DESIGN.md "Beyond the spec"): one
-//! table drives parsing, duplicate detection, the `-h` short-circuit and the
-//! help text, so an option is one row.
+//! row each, which the shared option grammar (flags.rs) applies, and which
+//! give run help and completions their option lists (commands.rs). `resume`
+//! takes the same rows but `--resume`.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use lexopt::prelude::*;
-
 use crate::duration;
+use crate::flags::{self, Flag, HelpAt};
 use crate::run_options::RunOptions;
 
-/// One option of `loopx run`.
-pub struct Flag {
-    pub short: Option<char>,
-    pub long: Option<&'static str>,
-    /// The value's placeholder in help; empty for a switch (`-v`).
-    pub value: &'static str,
-    /// Help text, one line per element.
-    pub help: &'static [&'static str],
-    /// Stores a value; the error says why the value is bad. Raw, since a
-    /// path (`-e`) need not be UTF-8.
-    apply: fn(&mut RunOptions, OsString) -> Result<(), String>,
-}
-
-impl Flag {
-    /// `-n`, `--timeout`: how messages name the option.
-    pub fn name(&self) -> String {
-        match (self.short, self.long) {
-            (Some(c), _) => format!("-{c}"),
-            (None, Some(l)) => format!("--{l}"),
-            (None, None) => String::new(),
-        }
-    }
-
-    /// `-v, --verbose`, `--timeout <duration>`: how help shows the option.
-    fn usage(&self) -> String {
-        let names = match (self.short, self.long) {
-            (Some(c), Some(l)) => format!("-{c}, --{l}"),
-            _ => self.name(),
-        };
-        if self.value.is_empty() {
-            names
-        } else {
-            format!("{names} {}", self.value)
-        }
-    }
-
-    fn matches(&self, arg: &lexopt::Arg) -> bool {
-        match arg {
-            Short(c) => self.short == Some(*c),
-            Long(l) => self.long == Some(*l),
-            Value(_) => false,
-        }
-    }
-}
-
-pub const FLAGS: &[Flag] = &[
+pub const FLAGS: &[Flag<RunOptions>] = &[
     Flag {
         short: Some('n'),
         long: None,
@@ -230,59 +185,30 @@ pub enum Parsed {
     Run(RunOptions),
 }
 
-/// §4.2: a `-h`/`--help` token anywhere means help, "ignoring all other
-/// arguments unconditionally", even where it stands as an option's value
-/// (`run -n -h`). After `--` every token is a positional (the API passes its
-/// target that way).
-pub fn help_requested(args: &[OsString]) -> bool {
-    args.iter()
-        .take_while(|a| *a != "--")
-        .any(|a| a == "-h" || a == "--help")
-}
-
 fn lossy(s: OsString) -> String {
     s.into_string()
         .unwrap_or_else(|s| s.to_string_lossy().into_owned())
 }
 
+/// `run`'s rows.
+pub fn run_flags() -> Vec<&'static Flag<RunOptions>> {
+    FLAGS.iter().collect()
+}
+
+/// `resume`'s rows: run's, but `--resume`, which it always does.
+pub fn resume_flags() -> Vec<&'static Flag<RunOptions>> {
+    FLAGS.iter().filter(|f| f.long != Some("resume")).collect()
+}
+
 /// Parses `loopx run`'s arguments. Errors are usage messages; the first
 /// problem in argument order is the one reported.
 pub fn parse(args: Vec<OsString>) -> Result<Parsed, String> {
-    if help_requested(&args) {
-        return Ok(Parsed::Help);
-    }
-    let mut p = lexopt::Parser::from_args(args);
     let mut options = RunOptions::default();
-    let mut seen = [false; FLAGS.len()];
-    let mut targets: Vec<String> = Vec::new();
-    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
-        if let Value(v) = arg {
-            targets.push(lossy(v));
-            continue;
-        }
-        let Some(index) = FLAGS.iter().position(|f| f.matches(&arg)) else {
-            let shown = match arg {
-                Short(c) => format!("-{c}"),
-                Long(l) => format!("--{l}"),
-                Value(_) => unreachable!("values are handled above"),
-            };
-            return Err(format!("unknown option '{shown}' for 'loopx run'"));
-        };
-        let flag = &FLAGS[index];
-        let name = flag.name();
-        let value = if flag.value.is_empty() {
-            OsString::new()
-        } else {
-            p.value()
-                .map_err(|_| format!("option '{name}' needs a value"))?
-        };
-        if std::mem::replace(&mut seen[index], true) {
-            return Err(format!("option '{name}' given more than once"));
-        }
-        let shown = value.to_string_lossy().into_owned();
-        (flag.apply)(&mut options, value)
-            .map_err(|why| format!("invalid value '{shown}' for {name}: {why}"))?;
-    }
+    let matches = match flags::parse("run", &run_flags(), HelpAt::Anywhere, args, &mut options)? {
+        flags::Parsed::Help => return Ok(Parsed::Help),
+        flags::Parsed::Args(m) => m,
+    };
+    let mut targets = matches.positionals;
     options.target = match targets.len() {
         0 => return Err("missing target: loopx run <workflow>[:<script>]".to_string()),
         1 => targets.remove(0),
@@ -297,15 +223,15 @@ pub fn parse(args: Vec<OsString>) -> Result<Parsed, String> {
 }
 
 /// The options given to `loopx resume`, checked, to apply over the saved
-/// ones (the same table as `run`'s, so a value means the same to both).
+/// ones (the same rows as `run`'s, so a value means the same to both).
 #[derive(Debug, PartialEq)]
-pub struct Given(Vec<(usize, OsString)>);
+pub struct Given(Vec<(&'static Flag<RunOptions>, OsString)>);
 
 impl Given {
     pub fn apply(&self, mut options: RunOptions) -> RunOptions {
-        for (index, value) in &self.0 {
+        for (flag, value) in &self.0 {
             // Checked when parsed: the same value applies again.
-            let _ = (FLAGS[*index].apply)(&mut options, value.clone());
+            let _ = (flag.apply)(&mut options, value.clone());
         }
         options
     }
@@ -321,39 +247,18 @@ pub enum ParsedResume {
 /// Parses `loopx resume [<run-id>] [options]`: `run`'s options but
 /// `--resume`, and at most one run id.
 pub fn parse_resume(args: Vec<OsString>) -> Result<ParsedResume, String> {
-    if help_requested(&args) {
-        return Ok(ParsedResume::Help);
-    }
-    let mut p = lexopt::Parser::from_args(args);
     let mut scratch = RunOptions::default();
-    let mut seen = [false; FLAGS.len()];
-    let mut given = Vec::new();
-    let mut ids: Vec<String> = Vec::new();
-    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
-        if let Value(v) = arg {
-            ids.push(lossy(v));
-            continue;
-        }
-        let index = FLAGS
-            .iter()
-            .position(|f| f.matches(&arg) && f.long != Some("resume"))
-            .ok_or_else(|| format!("unknown option '{}' for 'loopx resume'", shown_arg(&arg)))?;
-        let flag = &FLAGS[index];
-        let name = flag.name();
-        let value = if flag.value.is_empty() {
-            OsString::new()
-        } else {
-            p.value()
-                .map_err(|_| format!("option '{name}' needs a value"))?
-        };
-        if std::mem::replace(&mut seen[index], true) {
-            return Err(format!("option '{name}' given more than once"));
-        }
-        let shown = value.to_string_lossy().into_owned();
-        (flag.apply)(&mut scratch, value.clone())
-            .map_err(|why| format!("invalid value '{shown}' for {name}: {why}"))?;
-        given.push((index, value));
-    }
+    let matches = match flags::parse(
+        "resume",
+        &resume_flags(),
+        HelpAt::Anywhere,
+        args,
+        &mut scratch,
+    )? {
+        flags::Parsed::Help => return Ok(ParsedResume::Help),
+        flags::Parsed::Args(m) => m,
+    };
+    let mut ids = matches.positionals;
     if ids.len() > 1 {
         return Err(format!(
             "expected at most one run id, got {}",
@@ -362,31 +267,8 @@ pub fn parse_resume(args: Vec<OsString>) -> Result<ParsedResume, String> {
     }
     Ok(ParsedResume::Resume {
         id: ids.pop(),
-        given: Given(given),
+        given: Given(matches.given),
     })
-}
-
-fn shown_arg(arg: &lexopt::Arg) -> String {
-    match arg {
-        Short(c) => format!("-{c}"),
-        Long(l) => format!("--{l}"),
-        Value(v) => v.to_string_lossy().into_owned(),
-    }
-}
-
-/// The "Options:" lines of run help, from the table.
-pub fn help_lines() -> String {
-    let mut rows: Vec<(String, &[&str])> = FLAGS.iter().map(|f| (f.usage(), f.help)).collect();
-    rows.push(("-h, --help".to_string(), &["Show this help"]));
-    let width = rows.iter().map(|(left, _)| left.len()).max().unwrap_or(0);
-    let mut out = String::new();
-    for (left, help) in rows {
-        for (i, line) in help.iter().enumerate() {
-            let left = if i == 0 { left.as_str() } else { "" };
-            out.push_str(&format!("  {left:<width$}  {line}\n"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -465,11 +347,27 @@ mod tests {
 
     #[test]
     fn help_lists_every_option_of_the_table() {
-        let help = help_lines();
-        for flag in FLAGS {
-            assert!(help.contains(&flag.usage()), "{}", flag.usage());
+        let docs: Vec<_> = FLAGS.iter().map(Flag::doc).collect();
+        let help = flags::help_lines(&docs);
+        for doc in docs {
+            assert!(help.contains(&doc.usage()), "{}", doc.usage());
         }
         assert!(help.contains("-h, --help"));
         assert!(help.lines().all(|l| l.len() <= 80), "{help}");
+    }
+
+    #[test]
+    fn resume_takes_run_options_but_resume() {
+        let parse = |args: &[&str]| parse_resume(args.iter().map(OsString::from).collect());
+        let Ok(ParsedResume::Resume { id, given }) = parse(&["-n", "3", "abc"]) else {
+            panic!("not a resume");
+        };
+        assert_eq!(id.as_deref(), Some("abc"));
+        assert_eq!(given.apply(RunOptions::default()).max_iterations, Some(3));
+        assert!(parse(&["--resume"]).unwrap_err().contains("'--resume'"));
+        assert!(parse(&["a", "b"])
+            .unwrap_err()
+            .contains("at most one run id"));
+        assert_eq!(parse(&["-n", "-h"]), Ok(ParsedResume::Help));
     }
 }

@@ -292,7 +292,6 @@ enum Engine {
         outside_tsx: Option<Option<Rc<PathBuf>>>,
         /// Per workflow directory: the tsx its scripts load.
         tsx_by_workflow: HashMap<PathBuf, Option<Rc<PathBuf>>>,
-        strip: Option<Strip>,
     },
     Bun {
         bun: PathBuf,
@@ -314,6 +313,9 @@ pub struct Runtimes {
     /// Found when the first bash script needs it, then kept.
     bash: Option<PathBuf>,
     js: Option<Js>,
+    /// Node's type stripping, probed at most once (node is the same one
+    /// for the whole run).
+    strip: Option<Strip>,
 }
 
 impl Runtimes {
@@ -323,6 +325,56 @@ impl Runtimes {
             project_root,
             bash: None,
             js: None,
+            strip: None,
+        }
+    }
+
+    /// Warns before the first iteration when the starting workflow has
+    /// `.ts`, `.tsx` or `.jsx` scripts that no runtime here can run, so the
+    /// run does not find out after its expensive first steps; the error
+    /// when the loop reaches one stays. `start` itself is left out: its
+    /// error comes at once. Looks only where `program_for` will (Bun, tsx,
+    /// Node's type stripping), and stays quiet when the choice of runtime
+    /// itself will fail (no node, a bad LOOPX_JS_RUNTIME): that error
+    /// concerns every JS script.
+    pub fn warn_unrunnable(&mut self, workflow: &Workflow, start: &Script) {
+        let typed: Vec<&Script> = workflow
+            .scripts
+            .values()
+            .filter(|s| s.kind == Kind::Js && s.name != start.name)
+            .filter(|s| Lang::of(&s.path) != Lang::Js)
+            .collect();
+        if typed.is_empty() {
+            return;
+        }
+        let s = &self.settings;
+        let Ok(choice) = parse_choice(s.runtime.as_deref()) else {
+            return;
+        };
+        if choice == Choice::Bun {
+            return;
+        }
+        let Some(node) = which("node", s.path.as_deref()) else {
+            return;
+        };
+        let mut outside = None;
+        if workflow_tsx(&workflow.dir, s, &self.project_root, &mut outside).is_some() {
+            return;
+        }
+        let strip = &mut self.strip;
+        let files: Vec<String> = typed
+            .iter()
+            .filter(|script| {
+                let plan = node_plan(Lang::of(&script.path), false, || {
+                    *strip.get_or_insert_with(|| probe_strip(&node))
+                });
+                plan == NodePlan::NoTypeScript
+            })
+            .filter_map(|script| script.path.file_name())
+            .map(|f| f.to_string_lossy().into_owned())
+            .collect();
+        if !files.is_empty() {
+            crate::messages::warn(&unrunnable_warning(&workflow.name, &files));
         }
     }
 
@@ -395,9 +447,9 @@ impl Runtimes {
                 node,
                 outside_tsx,
                 tsx_by_workflow,
-                strip,
             } => {
                 let settings = &self.settings;
+                let strip = &mut self.strip;
                 let project_root = &self.project_root;
                 let mut tsx = None;
                 if lang != Lang::Js {
@@ -445,6 +497,23 @@ impl Runtimes {
     }
 }
 
+/// The up-front warning about `files` of `workflow` that cannot run here.
+fn unrunnable_warning(workflow: &str, files: &[String]) -> String {
+    let one = if files.len() == 1 { "it" } else { "one" };
+    format!(
+        "workflow '{workflow}' has {} that cannot run here: {} (TypeScript and JSX need tsx \
+         or Bun, or for .ts a Node that strips types, 22.10 and later); the loop stops with an \
+         error if it reaches {one}\nhint: {}",
+        if files.len() == 1 {
+            "a script"
+        } else {
+            "scripts"
+        },
+        crate::text::shown(&files.join(", ")),
+        crate::error::TYPESCRIPT_HINT,
+    )
+}
+
 /// The once-per-run part: which runtime, and where the helpers are.
 fn decide(s: &Settings, label: &str) -> Result<Js, Error> {
     let choice = parse_choice(s.runtime.as_deref())?;
@@ -465,7 +534,6 @@ fn decide(s: &Settings, label: &str) -> Result<Js, Error> {
                 node,
                 outside_tsx: None,
                 tsx_by_workflow: HashMap::new(),
-                strip: None,
             },
             None => match find_bun().filter(|_| choice == Choice::Auto) {
                 Some(bun) => Engine::Bun { bun },
@@ -581,6 +649,24 @@ mod tests {
                 NodePlan::NoTypeScript
             );
         }
+    }
+
+    #[test]
+    fn the_up_front_warning_names_the_files_and_how_to_run_them() {
+        assert_eq!(
+            unrunnable_warning("ralph", &["review.ts".into()]),
+            "workflow 'ralph' has a script that cannot run here: review.ts (TypeScript and \
+             JSX need tsx or Bun, or for .ts a Node that strips types, 22.10 and later); the \
+             loop stops with an error if it reaches it\n\
+             hint: install loopx with `npm install -g loopx` (it brings tsx), or \
+             `npm install -D tsx` in the project, or install Bun and set LOOPX_JS_RUNTIME=bun"
+        );
+        let two = unrunnable_warning("w", &["a.tsx".into(), "b.jsx".into()]);
+        assert!(
+            two.contains("has scripts that cannot run here: a.tsx, b.jsx"),
+            "{two}"
+        );
+        assert!(two.contains("if it reaches one\n"), "{two}");
     }
 
     #[test]

@@ -28,6 +28,10 @@
 //!
 //! Any refused entry fails the whole extraction; the caller discards the
 //! (staging) destination, so a partial tree is never used.
+//!
+//! A local directory (`loopx install ./dir`, beyond §10.1) is copied under
+//! the same rules by [`copy_dir`], so what it may hold is what an archive
+//! may: the same link checks, permissions and size limit.
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
@@ -111,6 +115,70 @@ pub fn extract_tar_gz(archive: &Path, dest: &Path, max_size: u64) -> Result<(), 
     // tar stops at its end-of-archive marker; reading on to the end of the
     // gzip stream is what checks its CRC and length trailer.
     io::copy(&mut gz, &mut io::sink()).map_err(corrupt)?;
+    Ok(())
+}
+
+/// Copies the directory `src` into `dest`, an existing empty directory, as
+/// [`extract_tar_gz`] would extract an archive of it: symlinks are kept
+/// only when they stay inside (`check_symlink_target`), hard links become
+/// copies, special files are skipped, permissions are normalised, at most
+/// `max_size` bytes of file contents. `.git` (a repository, or a worktree's
+/// link to one) is skipped at every level: the directory installs like a
+/// clone of it, whose `.git` goes too (fetch.rs). `dest` is never copied
+/// into itself, should it lie inside `src`.
+pub fn copy_dir(src: &Path, dest: &Path, max_size: u64) -> Result<(), ExtractError> {
+    let mut budget = Budget {
+        left: max_size,
+        limit: max_size,
+    };
+    let skip = fs::canonicalize(dest).map_err(io_at(dest))?;
+    let mut pending = vec![PathBuf::new()];
+    while let Some(rel) = pending.pop() {
+        let dir = src.join(&rel);
+        let mut entries = fs::read_dir(&dir)
+            .and_then(|e| e.collect::<io::Result<Vec<_>>>())
+            .map_err(io_at(&dir))?;
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let name = entry.file_name();
+            let from = entry.path();
+            if name == ".git" || from == skip {
+                continue;
+            }
+            let rel = rel.join(&name);
+            let to = dest.join(&rel);
+            let kind = entry.file_type().map_err(io_at(&from))?;
+            if kind.is_dir() {
+                fs::DirBuilder::new()
+                    .mode(0o755)
+                    .create(&to)
+                    .map_err(io_at(&to))?;
+                pending.push(rel);
+            } else if kind.is_symlink() {
+                let link = fs::read_link(&from).map_err(io_at(&from))?;
+                check_symlink_target(&rel, &link).map_err(|reason| ExtractError::Unsafe {
+                    entry: rel.to_string_lossy().into_owned(),
+                    reason: reason.to_string(),
+                })?;
+                std::os::unix::fs::symlink(&link, &to).map_err(io_at(&to))?;
+            } else if kind.is_file() {
+                let mut reader = File::open(&from).map_err(io_at(&from))?;
+                let mode = reader
+                    .metadata()
+                    .map_err(io_at(&from))?
+                    .permissions()
+                    .mode();
+                write_file(
+                    &to,
+                    &mut reader,
+                    mode & 0o111 != 0,
+                    &mut budget,
+                    io_at(&from),
+                )?;
+            }
+            // Fifos, sockets and devices are skipped, as in an archive.
+        }
+    }
     Ok(())
 }
 
@@ -885,6 +953,97 @@ mod tests {
             assert_eq!(result.is_ok(), ok, "limit {limit}: {result:?}");
             assert!(bytes_on_disk(&fx.out()) <= limit, "limit {limit}");
         }
+    }
+
+    #[test]
+    fn a_directory_is_copied_under_the_archive_rules() {
+        use std::os::unix::fs::MetadataExt;
+        let src = TempDir::new("copy-src");
+        let s = src.path();
+        crate::install::testutil::tree(s, &["index.sh", "lib/util.sh", ".git/HEAD", "sub/.git"]);
+        fs::set_permissions(s.join("index.sh"), fs::Permissions::from_mode(0o4775)).unwrap();
+        std::os::unix::fs::symlink("lib/util.sh", s.join("link.sh")).unwrap();
+        std::os::unix::fs::symlink("../index.sh", s.join("lib/up.sh")).unwrap();
+        fs::hard_link(s.join("index.sh"), s.join("hard.sh")).unwrap();
+        let out = TempDir::new("copy-out");
+        copy_dir(s, out.path(), u64::MAX).unwrap();
+        let o = out.path();
+        let mut listed: Vec<String> = walk(o);
+        listed.sort();
+        assert_eq!(
+            listed,
+            [
+                "hard.sh",
+                "index.sh",
+                "lib",
+                "lib/up.sh",
+                "lib/util.sh",
+                "link.sh",
+                "sub"
+            ]
+        );
+        assert_eq!(mode(&o.join("index.sh")) & 0o7000, 0);
+        assert_ne!(mode(&o.join("index.sh")) & 0o100, 0);
+        assert_eq!(
+            fs::read_link(o.join("link.sh")).unwrap(),
+            Path::new("lib/util.sh")
+        );
+        assert_eq!(fs::read(o.join("lib/up.sh")).unwrap(), b"x");
+        assert!(fs::symlink_metadata(o.join("hard.sh")).unwrap().nlink() == 1);
+
+        // Links that lead outside, and the size limit, refuse the copy.
+        for (target, reason) in [("../../etc", "outside"), ("/etc/passwd", "absolute")] {
+            let src = TempDir::new("copy-escape");
+            crate::install::testutil::tree(src.path(), &["index.sh"]);
+            std::os::unix::fs::symlink(target, src.path().join("l")).unwrap();
+            let out = TempDir::new("copy-out");
+            match copy_dir(src.path(), out.path(), u64::MAX) {
+                Err(ExtractError::Unsafe { entry, reason: why }) => {
+                    assert_eq!(entry, "l");
+                    assert!(why.contains(reason), "{why}");
+                }
+                other => panic!("{target}: {other:?}"),
+            }
+        }
+        let out = TempDir::new("copy-out");
+        assert!(matches!(
+            copy_dir(s, out.path(), 2),
+            Err(ExtractError::TooLarge { limit: 2 })
+        ));
+    }
+
+    #[test]
+    fn a_directory_is_never_copied_into_itself() {
+        let src = TempDir::new("copy-self");
+        crate::install::testutil::tree(src.path(), &["index.sh"]);
+        let dest = src.path().join("tmp/work");
+        fs::create_dir_all(&dest).unwrap();
+        copy_dir(src.path(), &dest, u64::MAX).unwrap();
+        let mut listed = walk(&dest);
+        listed.sort();
+        assert_eq!(listed, ["index.sh", "tmp"]);
+    }
+
+    /// Every path under `root`, relative, not following symlinks.
+    fn walk(root: &Path) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut pending = vec![root.to_path_buf()];
+        while let Some(d) = pending.pop() {
+            for e in fs::read_dir(&d).unwrap() {
+                let e = e.unwrap();
+                if e.file_type().unwrap().is_dir() {
+                    pending.push(e.path());
+                }
+                let rel = e
+                    .path()
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                found.push(rel);
+            }
+        }
+        found
     }
 
     #[test]

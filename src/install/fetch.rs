@@ -24,10 +24,27 @@ use crate::install::redact;
 use crate::install::source::Source;
 
 /// Fetches `source` into `work` (an empty private directory) within
-/// `limits` and returns the source root to classify (§10.3).
+/// `limits` and returns the source root to classify (§10.3). A local
+/// source's path is its realpath (source::resolve_local).
 pub fn fetch(source: &Source, work: &Path, limits: &Limits) -> Result<PathBuf, Error> {
     match source {
         Source::Git { url, .. } => clone(url, &work.join("repo"), limits),
+        // Like a clone of it (a clone's files without `.git`), so no
+        // wrapper stripping: the directory is the source root (§10.2).
+        Source::Local { path } => {
+            let copy = work.join("local");
+            fs::create_dir(&copy)
+                .map_err(|e| Error::io(format!("cannot create {}", copy.display()), e))?;
+            let shown = path.to_string_lossy().into_owned();
+            archive::copy_dir(path, &copy, limits.max_size).map_err(|err| match err {
+                ExtractError::TooLarge { limit } => Error::InstallTooLarge {
+                    what: format!("the content of {}", crate::text::shown(&shown)),
+                    limit,
+                },
+                err => Error::LocalCopy { dir: shown, err },
+            })?;
+            Ok(copy)
+        }
         Source::Tarball { url, .. } => {
             let file = work.join("download.tar.gz");
             download(url, &file, &work.join("headers"), limits)?;

@@ -1,8 +1,10 @@
 //! `loopx install` (§10): classify the source, fetch it into a private
 //! temporary directory, run every preflight check, then stage and commit
 //! into `.loopx/`. Each step lives in its own module:
-//! - `source`: §10.1 source detection and the names derived from it;
-//! - `fetch`: `git clone` / `curl` + `archive` (safe in-process extraction),
+//! - `source`: §10.1 source detection and the names derived from it, and
+//!   local directories (beyond §10.1);
+//! - `fetch`: `git clone` / `curl` + `archive` (safe in-process extraction,
+//!   and the copy of a local directory under the same rules),
 //!   within `limits` (size, stall), every URL shown through `redact`;
 //! - `classify`: §10.3 layout, §10.4 validation, self-containment;
 //! - `plan`: §10.5–§10.8 preflight, one aggregated error;
@@ -45,8 +47,19 @@ const WORK_PREFIX: &str = "loopx-install-";
 
 /// `loopx install [-w <name>] [-y] <source>` in the project root (the cwd).
 pub fn install(args: &InstallArgs) -> Result<(), Error> {
-    let source =
+    let mut source =
         source::classify(&args.source).map_err(|message| Error::InstallSource { message })?;
+    // A local directory is found now, and named after its realpath (`.`
+    // is named after the current directory, not ".").
+    let local_name = match &mut source {
+        Source::Local { path } => {
+            let (real, name) =
+                source::resolve_local(path).map_err(|message| Error::InstallSource { message })?;
+            *path = real;
+            name
+        }
+        _ => String::new(),
+    };
     let limits = limits::Limits::from_env()?;
     let project_root = std::env::current_dir()
         .map_err(|e| Error::io("cannot determine the current directory", e))?;
@@ -79,6 +92,7 @@ pub fn install(args: &InstallArgs) -> Result<(), Error> {
     let single_name = match &source {
         Source::Git { repo_name, .. } => repo_name,
         Source::Tarball { archive_name, .. } => archive_name,
+        Source::Local { .. } => &local_name,
     };
     let planned = plan::preflight(
         &root,

@@ -28,8 +28,15 @@
 //!   validation reports it for single-workflow sources.
 //! - Errors show the source through `redact::url`: no credentials, query
 //!   or fragment.
+//! - Beyond §10.1 (DESIGN.md "Beyond the spec"): a path that starts with
+//!   `/`, `./` or `../` (or is `.` or `..`) is a local directory, installed
+//!   like a git clone of it. A path is never a URL nor `org/repo` (which
+//!   has no leading `.` or `/`), so no source of §10.1 changes meaning.
+
+use std::path::{Path, PathBuf};
 
 use crate::install::redact;
+use crate::text::shown;
 
 /// Where a workflow comes from, as classified by §10.1.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +45,8 @@ pub enum Source {
     Git { url: String, repo_name: String },
     /// Downloaded and extracted; `archive_name` names a single-workflow source.
     Tarball { url: String, archive_name: String },
+    /// A local directory, as written (`resolve_local` finds it).
+    Local { path: PathBuf },
 }
 
 /// §10.1's hosts whose `/<owner>/<repo>` URLs are git repositories.
@@ -55,6 +64,11 @@ pub fn classify(input: &str) -> Result<Source, String> {
             "invalid source {:?}: it contains control characters",
             redact::url(input)
         ));
+    }
+    if looks_like_local_path(input) {
+        return Ok(Source::Local {
+            path: PathBuf::from(input),
+        });
     }
     if let Some(url) = split_url(input) {
         return classify_url(input, &url);
@@ -132,30 +146,55 @@ fn classify_url(input: &str, url: &Url<'_>) -> Result<Source, String> {
 }
 
 fn unsupported(input: &str) -> String {
-    let mut msg = format!(
+    format!(
         "unsupported source {:?}: expected org/repo (a GitHub repository), a git URL \
-         (a github.com, gitlab.com or bitbucket.org repository URL, or any URL ending in .git) \
-         or a tarball URL ending in .tar.gz or .tgz; single-file URLs are not supported, \
-         scripts must be part of a workflow",
+         (a github.com, gitlab.com or bitbucket.org repository URL, or any URL ending in .git), \
+         a tarball URL ending in .tar.gz or .tgz, or a local directory (starting with /, ./ \
+         or ../); single-file URLs are not supported, scripts must be part of a workflow",
         redact::url(input)
-    );
-    if looks_like_local_path(input) {
-        // §10.1 rule 5 refuses paths; what people mean by one has a URL.
-        msg.push_str(&format!(
-            ". A local git repository (a directory ending in .git) or archive installs \
-             through a file:// URL: loopx install \"file://$(realpath {input})\""
-        ));
-    }
-    msg
+    )
 }
 
-/// `./dir`, `../flows.tgz`, `/abs/repo.git`, `~/flows`: a filesystem path.
+/// `./dir`, `../flows`, `/abs/flows`, `.`: a filesystem path.
 fn looks_like_local_path(input: &str) -> bool {
     input.starts_with('/')
         || input.starts_with("./")
         || input.starts_with("../")
-        || input.starts_with("~/")
-        || matches!(input, "." | ".." | "~")
+        || matches!(input, "." | "..")
+}
+
+/// A local source: its realpath and the name a single-workflow source
+/// gets, the realpath's last component (as a repository's name is the
+/// last segment of its URL, §10.2). Errors are messages for
+/// Error::InstallSource.
+pub fn resolve_local(path: &Path) -> Result<(PathBuf, String), String> {
+    let given = path.to_string_lossy();
+    let real = std::fs::canonicalize(path)
+        .map_err(|e| format!("cannot install from {}: {e}", shown(&given)))?;
+    if !real.is_dir() {
+        return Err(not_a_directory(&given, &real));
+    }
+    let name = real
+        .file_name()
+        .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+    Ok((real, name))
+}
+
+/// The error for a local source that is a file: a tarball has a URL that
+/// installs it.
+fn not_a_directory(given: &str, real: &Path) -> String {
+    let mut msg = format!(
+        "cannot install from {}: it is a file, and a local source must be a directory",
+        shown(given)
+    );
+    if given.ends_with(".tar.gz") || given.ends_with(".tgz") {
+        let url = crate::runtime::file_url(real);
+        msg.push_str(&format!(
+            "; a local tarball installs through its file:// URL: loopx install {}",
+            shown(&url.to_string_lossy())
+        ));
+    }
+    msg
 }
 
 /// A segment of the `org/repo` shorthand: GitHub's owner and repository
@@ -333,29 +372,49 @@ mod tests {
     }
 
     #[test]
-    fn local_paths_are_refused_with_a_file_url_hint() {
-        for input in ["./dir", "/abs/path/repo.git", "../flows.tgz", "."] {
-            let err = classify(input).unwrap_err();
-            assert!(
-                err.contains(&format!("loopx install \"file://$(realpath {input})\"")),
-                "{err}"
+    fn paths_are_local_sources_and_org_repo_stays_shorthand() {
+        for input in ["./dir", "/abs/path/repo.git", "../flows", ".", "..", "/"] {
+            assert_eq!(
+                classify(input),
+                Ok(Source::Local {
+                    path: PathBuf::from(input)
+                }),
+                "{input}"
             );
         }
-        assert!(!classify("repo").unwrap_err().contains("file://"));
+        assert_eq!(
+            classify("a/b"),
+            git("https://github.com/a/b.git", "b"),
+            "§10.1 rule 1"
+        );
+        for input in ["~/flows", "dir", ".dir/x/y", "a/b/c"] {
+            assert!(classify(input).is_err(), "{input}");
+        }
+    }
+
+    #[test]
+    fn a_local_tarball_is_pointed_to_its_file_url() {
+        let msg = not_a_directory("../flows.tgz", Path::new("/tmp/a b/flows.tgz"));
+        assert_eq!(
+            msg,
+            "cannot install from ../flows.tgz: it is a file, and a local source must be a \
+             directory; a local tarball installs through its file:// URL: \
+             loopx install file:///tmp/a%20b/flows.tgz"
+        );
+        assert!(!not_a_directory("./x.sh", Path::new("/x.sh")).contains("file://"));
     }
 
     #[test]
     fn not_shorthand() {
-        for input in [
-            "org/repo/extra",
-            "./repo",
-            "../repo",
-            "org/",
-            "/repo",
-            "repo",
-            "a b/c",
-        ] {
+        for input in ["org/repo/extra", "org/", "repo", "a b/c"] {
             assert!(classify(input).is_err(), "{input:?} should be rejected");
+        }
+        // Paths are local directories, never shorthand.
+        for input in ["./repo", "../repo", "/repo"] {
+            assert!(
+                matches!(classify(input), Ok(Source::Local { .. })),
+                "{input:?}"
+            );
         }
     }
 

@@ -11,6 +11,7 @@ const STOP: &str = r#"{"stop":true}"#;
 const TOP_HELP: &str = "loopx --help";
 const RUN_HELP: &str = "loopx run --help";
 const INSTALL_HELP: &str = "loopx install --help";
+const OUTPUT_HELP: &str = "loopx output --help";
 
 /// `.loopx/ralph/` with `index` and `check-ready`, each logging its name and
 /// stopping the loop.
@@ -164,14 +165,23 @@ fn run_default_runs_the_workflow_named_default() {
 #[test]
 fn workflows_named_like_subcommands_run_the_workflow() {
     let p = Project::new();
-    let names = ["version", "run", "output", "env", "install"];
+    let names = [
+        "version",
+        "run",
+        "output",
+        "env",
+        "install",
+        "status",
+        "resume",
+        "completions",
+    ];
     for name in names {
         p.script(name, "index.sh", &logging_script(name, STOP));
     }
     for name in names {
         p.loopx(&["run", name]).stdout("").run();
     }
-    assert_eq!(log(&p), "version\nrun\noutput\nenv\ninstall\n");
+    assert_eq!(log(&p), names.map(|n| format!("{n}\n")).concat());
 }
 
 // ---------------------------------------------------------------- §4.2 top level
@@ -241,16 +251,21 @@ fn version_and_help_habits_are_usage_errors_that_say_what_to_type() {
 #[test]
 fn top_help_says_how_bash_scripts_give_output_and_lists_the_exit_codes() {
     let help = top_help();
-    for needle in [
-        "$LOOPX_BIN output",
-        "\"result\"",
-        "\"goto\"",
-        "\"stop\"",
-        "Exit codes: 0",
-        "128+N",
-    ] {
+    for needle in ["$LOOPX_BIN output", "\"result\"", "\"goto\"", "\"stop\""] {
         assert!(help.contains(needle), "{needle} in\n{help}");
     }
+    // §12 and DESIGN.md "Beyond the spec": every exit code loopx has, one a
+    // line under "Exit codes:".
+    let codes = help
+        .split("\nExit codes:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no exit codes in\n{help}"));
+    let listed: Vec<&str> = codes
+        .lines()
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(listed, ["0", "1", "75", "124", "128+N"], "{help}");
 }
 
 #[test]
@@ -686,15 +701,17 @@ fn output_accepts_values_starting_with_a_dash() {
 
 #[test]
 fn output_without_flags_is_an_error() {
-    output(&[], |r| r.usage_error("--result", TOP_HELP));
+    output(&[], |r| r.usage_error("--result", OUTPUT_HELP));
 }
 
 #[test]
 fn output_rejects_unknown_flags_and_missing_values() {
-    output(&["--bogus"], |r| r.usage_error("--bogus", TOP_HELP));
-    output(&["--result"], |r| r.usage_error("--result", TOP_HELP));
-    output(&["--stop", "--goto"], |r| r.usage_error("--goto", TOP_HELP));
-    output(&["done"], |r| r.usage_error("done", TOP_HELP));
+    output(&["--bogus"], |r| r.usage_error("--bogus", OUTPUT_HELP));
+    output(&["--result"], |r| r.usage_error("--result", OUTPUT_HELP));
+    output(&["--stop", "--goto"], |r| {
+        r.usage_error("--goto", OUTPUT_HELP)
+    });
+    output(&["done"], |r| r.usage_error("done", OUTPUT_HELP));
 }
 
 #[test]
@@ -715,6 +732,221 @@ fn top_help_lists_the_subcommands() {
         assert!(lists_command(&help, cmd), "{cmd} missing from:\n{help}");
     }
     assert!(help.contains("loopx"), "{help}");
+}
+
+/// The subcommands the top help lists, in order: the first word of each
+/// line of its "Commands:" section.
+pub fn listed_commands(help: &str) -> Vec<String> {
+    let section = help
+        .split("\nCommands:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Commands: in\n{help}"));
+    let mut names: Vec<String> = section
+        .lines()
+        .take_while(|l| !l.is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next().map(String::from))
+        .collect();
+    names.dedup();
+    names
+}
+
+#[test]
+fn top_help_lists_every_subcommand_once() {
+    // §11.1's five, and those beyond the spec (DESIGN.md).
+    assert_eq!(
+        listed_commands(&top_help()),
+        [
+            "run",
+            "version",
+            "output",
+            "env",
+            "install",
+            "status",
+            "resume",
+            "completions"
+        ]
+    );
+}
+
+#[test]
+fn every_subcommand_has_help_with_its_usage_and_options() {
+    // Every command of the top help answers -h and --help alike, with its
+    // usage first and -h among its options, on stdout, exit 0. Only run
+    // help looks at .loopx/ (§11.2): the others stay silent in a project
+    // whose discovery would warn.
+    let broken = ralph();
+    break_discovery(&broken);
+    let good = ralph();
+    for name in listed_commands(&top_help()) {
+        let p = if name == "run" { &good } else { &broken };
+        let help = p.loopx(&[&name, "-h"]).run().stdout;
+        assert!(
+            help.starts_with(&format!("Usage: loopx {name}")),
+            "{name}:\n{help}"
+        );
+        assert!(help.contains("\nOptions:\n"), "{name}:\n{help}");
+        assert!(help.contains("  -h, --help "), "{name}:\n{help}");
+        assert!(help.lines().all(|l| l.len() <= 80), "{name}:\n{help}");
+        p.loopx(&[&name, "--help"]).stdout(&help).run();
+    }
+    assert_eq!(log(&broken), "");
+}
+
+#[test]
+fn each_help_lists_the_options_its_command_takes() {
+    let help = |args: &[&str]| Project::new().loopx(args).run().stdout;
+    for (command, options) in [
+        (
+            "output",
+            &[
+                "--result <value>",
+                "--goto <target>",
+                "--stop",
+                "--retry-after",
+                "--cost-usd",
+            ][..],
+        ),
+        ("install", &["-w, --workflow <name>", "-y"]),
+        ("status", &["--json"]),
+        ("completions", &["--targets", "bash", "zsh", "fish"]),
+        (
+            "env",
+            &["env set <name> <value>", "env remove <name>", "env list"],
+        ),
+    ] {
+        let text = help(&[command, "--help"]);
+        for option in options {
+            assert!(text.contains(option), "{command}: {option}\n{text}");
+        }
+    }
+    // resume takes run's options but --resume, which it always does.
+    let run = help(&["run", "-h"]);
+    let resume = help(&["resume", "-h"]);
+    for option in [
+        "-n <count>",
+        "-e <path>",
+        "--timeout <duration>",
+        "--log <path>",
+    ] {
+        assert!(run.contains(option) && resume.contains(option), "{option}");
+    }
+    assert!(
+        run.contains("--resume") && !resume.contains("  --resume"),
+        "{resume}"
+    );
+}
+
+#[test]
+fn help_flag_as_a_value_is_the_value_outside_run_install_and_resume() {
+    // §4.2's short-circuit is run's and install's (and resume's, which
+    // takes run's options); elsewhere -h is help only where an option may
+    // stand.
+    let p = Project::new();
+    p.loopx(&["env", "set", "K", "-h"]).run();
+    p.loopx(&["env", "set", "L", "--help"]).run();
+    p.loopx(&["env", "list"]).stdout("K=-h\nL=--help\n").run();
+    output_is(&["--result", "-h"], r#"{"result":"-h"}"#);
+    output_is(
+        &["--goto=--help", "--stop"],
+        r#"{"goto":"--help","stop":true}"#,
+    );
+    let output_help = Project::bare().loopx(&["output", "-h"]).run().stdout;
+    for args in [
+        &["output", "--result", "x", "-h"][..],
+        &["output", "--bogus", "--help"],
+    ] {
+        Project::bare().loopx(args).stdout(&output_help).run();
+    }
+    let env_help = p.loopx(&["env", "--help"]).run().stdout;
+    for args in [
+        &["env", "-h"][..],
+        &["env", "set", "-h"],
+        &["env", "remove", "--help"],
+        &["env", "list", "-h"],
+        &["env", "set", "K", "v", "-h"],
+    ] {
+        p.loopx(args).stdout(&env_help).run();
+    }
+    assert_eq!(
+        std::fs::read_to_string(p.global_env_path()).expect("global env"),
+        "K=\"-h\"\nL=\"--help\"\n"
+    );
+    for (command, args) in [
+        ("status", &["status", "--json", "-h"][..]),
+        ("version", &["version", "--help"]),
+        ("completions", &["completions", "bash", "-h"]),
+        ("resume", &["resume", "-n", "-h"]),
+        ("resume", &["resume", "--bogus", "--timeout", "--help"]),
+        ("install", &["install", "-w", "-h"]),
+    ] {
+        let help = p.loopx(&[command, "-h"]).run().stdout;
+        p.loopx(args).stdout(&help).run();
+    }
+}
+
+#[test]
+fn usage_errors_of_a_subcommand_point_to_its_help() {
+    let p = Project::bare();
+    for (args, needle, help) in [
+        (&["version", "x"][..], "'x'", "loopx version --help"),
+        (&["status", "x"], "only --json", "loopx status --help"),
+        (
+            &["status", "--json", "--json"],
+            "more than once",
+            "loopx status --help",
+        ),
+        (&["env", "frob"], "'frob'", "loopx env --help"),
+        (
+            &["output", "--stop", "--stop"],
+            "more than once",
+            OUTPUT_HELP,
+        ),
+        (&["output", "--cost-usd", "-1"], "'-1'", OUTPUT_HELP),
+        (
+            &["completions"],
+            "missing shell",
+            "loopx completions --help",
+        ),
+        (
+            &["completions", "tcsh"],
+            "'tcsh'",
+            "loopx completions --help",
+        ),
+        (
+            &["completions", "--targets", "bash"],
+            "'bash'",
+            "loopx completions --help",
+        ),
+        (&["resume", "--resume"], "'--resume'", "loopx resume --help"),
+        (
+            &["resume", "a", "b"],
+            "at most one run id",
+            "loopx resume --help",
+        ),
+        (&["install", "-w"], "needs a value", INSTALL_HELP),
+    ] {
+        p.loopx(args).usage_error(needle, help).run();
+    }
+}
+
+#[test]
+fn unknown_command_message_names_every_command() {
+    let names = listed_commands(&top_help()).join(", ");
+    Project::bare()
+        .loopx(&["frob"])
+        .usage_error(&format!("(commands: {names})"), TOP_HELP)
+        .run();
+}
+
+#[test]
+fn a_run_option_at_top_level_says_it_belongs_to_run() {
+    let p = Project::bare();
+    for (flag, value) in [("--timeout", "5"), ("--log", "x"), ("--resume", "ralph")] {
+        p.loopx(&[flag, value])
+            .usage_error(&format!("'{flag}' is an option of 'loopx run'"), RUN_HELP)
+            .run();
+    }
 }
 
 #[test]
@@ -803,7 +1035,7 @@ fn usage_error_stays_one_line_when_an_argument_holds_a_line_break() {
         .usage_error("'1\\n'", RUN_HELP)
         .run();
     p.loopx(&["output", "--stop", "x\ty"])
-        .usage_error("x\\ty", TOP_HELP)
+        .usage_error("x\\ty", OUTPUT_HELP)
         .run();
     assert_eq!(log(&p), "");
 }

@@ -983,7 +983,7 @@ fn env_command_usage_errors() {
         (&["env", "remove", "A", "B"], "got 2 arguments"),
         (&["env", "list", "extra"], "'extra'"),
     ] {
-        p.loopx(args).usage_error(needle, "loopx --help").run();
+        p.loopx(args).usage_error(needle, "loopx env --help").run();
     }
     assert_eq!(global_text(&p), "KEEP=1\n");
 }

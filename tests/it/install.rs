@@ -371,18 +371,197 @@ fn shorthand_ending_in_dot_git_is_rejected() {
     assert!(!e.p.exists(".loopx"));
 }
 
-/// §10.1 rule 5 refuses local paths; the hint gives the file:// URL form.
-#[test]
-fn local_paths_are_refused_with_a_hint_to_use_a_file_url() {
-    let e = Env::bare();
-    for path in ["./dir", "/abs/path/repo.git", "../flows.tgz"] {
-        e.install(&[path])
-            .status(1)
-            .stdout("")
-            .stderr_contains("unsupported source")
-            .stderr_contains(&format!("loopx install \"file://$(realpath {path})\""))
-            .run();
+// ------------------------------------------------- local directories
+// Beyond §10.1 (DESIGN.md "Beyond the spec"): a path starting with `/`,
+// `./` or `../` that is a directory installs like a git clone of it.
+
+/// A directory `dir` under the test's source area holding `files`.
+fn local_dir(e: &Env, dir: &str, files: &[(&str, &str)]) -> PathBuf {
+    let path = e.tmp.path().join(dir);
+    fs::create_dir_all(&path).unwrap();
+    for (rel, body) in files {
+        write_file(&path.join(rel), body);
     }
+    path
+}
+
+#[test]
+fn a_local_directory_by_absolute_path_is_one_workflow_named_after_its_realpath() {
+    let e = Env::bare();
+    let dir = local_dir(
+        &e,
+        "flows/ralph",
+        &[
+            ("index.sh", "echo hi"),
+            ("lib/util.sh", "u"),
+            ("README.md", "r"),
+        ],
+    );
+    // A symlink to the directory: the name is the realpath's, not the link's.
+    let link = e.tmp.path().join("alias");
+    std::os::unix::fs::symlink(&dir, &link).unwrap();
+    e.install(&[link.to_str().unwrap()])
+        .stdout("installed workflow 'ralph' into .loopx/ralph\n")
+        .run();
+    assert_eq!(
+        snapshot(&e.p.path(".loopx/ralph")),
+        [
+            "README.md: r",
+            "index.sh: echo hi",
+            "lib/",
+            "lib/util.sh: u"
+        ]
+    );
+    // The source is copied, not moved or linked.
+    assert!(dir.join("index.sh").is_file());
+    assert!(!fs::symlink_metadata(e.p.path(".loopx/ralph"))
+        .unwrap()
+        .is_symlink());
+}
+
+#[test]
+fn a_local_directory_by_relative_path_installs_from_the_current_directory() {
+    let e = Env::bare();
+    local_dir(&e, "flows/review", &[("index.ts", "x"), ("check.sh", "c")]);
+    let rel = format!("{}/flows/review", relative_to(e.p.root(), e.tmp.path()));
+    assert!(rel.starts_with("../"), "{rel}");
+    e.install(&[&rel])
+        .stdout("installed workflow 'review' into .loopx/review\n")
+        .run();
+    assert_eq!(names(&e.p.path(".loopx/review")), ["check.sh", "index.ts"]);
+    // `./` and `.`: the current directory's own name.
+    let e = Env::bare();
+    fs::create_dir_all(e.p.path("src/tool")).unwrap();
+    write_file(&e.p.path("src/tool/index.sh"), "t");
+    e.install(&["./src/tool"])
+        .stdout("installed workflow 'tool' into .loopx/tool\n")
+        .run();
+    // `.` is the current directory, named after it; installed into that
+    // directory's own .loopx/ (§10: the project root is the cwd).
+    let tool = e.p.path("src/tool");
+    e.install(&["."])
+        .with(|r| r.current_dir(&tool))
+        .stdout("installed workflow 'tool' into .loopx/tool\n")
+        .run();
+    assert_eq!(names(&tool.join(".loopx/tool")), ["index.sh"]);
+}
+
+/// `../a/b` from `from`, reaching `to` (both absolute).
+fn relative_to(from: &Path, to: &Path) -> String {
+    let from = fs::canonicalize(from).unwrap();
+    let to = fs::canonicalize(to).unwrap();
+    let common = from
+        .ancestors()
+        .find(|a| to.starts_with(a))
+        .unwrap()
+        .to_path_buf();
+    let ups = from.strip_prefix(&common).unwrap().components().count();
+    let mut rel = "../".repeat(ups);
+    rel.push_str(&to.strip_prefix(&common).unwrap().to_string_lossy());
+    rel
+}
+
+/// §10.3 applies as to a clone: no root scripts and workflow directories
+/// make a multi-workflow source; root files and script-less directories stay
+/// behind; `-w` picks one.
+#[test]
+fn a_local_directory_without_root_scripts_is_a_multi_workflow_source() {
+    let e = Env::bare();
+    let dir = local_dir(
+        &e,
+        "collection",
+        &[
+            ("README.md", "r"),
+            ("ralph/index.sh", "a"),
+            ("review/index.ts", "b"),
+            ("docs/guide.md", "g"),
+        ],
+    );
+    e.install(&[dir.to_str().unwrap()])
+        .stdout(
+            "installed workflow 'ralph' into .loopx/ralph\n\
+             installed workflow 'review' into .loopx/review\n",
+        )
+        .run();
+    assert_eq!(names(&e.p.path(".loopx")), ["ralph", "review"]);
+    let e = Env::bare();
+    e.install(&["-w", "review", dir.to_str().unwrap()])
+        .stdout("installed workflow 'review' into .loopx/review\n")
+        .run();
+    assert_eq!(names(&e.p.path(".loopx")), ["review"]);
+}
+
+/// `.git` is skipped at every level, as a clone's would be; links that stay
+/// inside are kept; hard links become copies.
+#[test]
+fn a_local_directory_skips_git_and_keeps_links_inside() {
+    let e = Env::bare();
+    let dir = local_dir(&e, "flow", &[("index.sh", "i"), ("lib/a.sh", "true")]);
+    git(&dir, &["init", "-q"]);
+    commit_all(&dir);
+    write_file(&dir.join("vendor/.git"), "gitdir: elsewhere");
+    std::os::unix::fs::symlink("lib/a.sh", dir.join("check.sh")).unwrap();
+    fs::hard_link(dir.join("index.sh"), dir.join("again.sh")).unwrap();
+    e.install(&[dir.to_str().unwrap()])
+        .stdout("installed workflow 'flow' into .loopx/flow\n")
+        .run();
+    assert_eq!(
+        snapshot(&e.p.path(".loopx/flow")),
+        [
+            "again.sh: i",
+            "check.sh -> lib/a.sh",
+            "index.sh: i",
+            "lib/",
+            "lib/a.sh: true",
+            "vendor/",
+        ]
+    );
+    // The installed workflow runs, through its link too.
+    e.p.loopx(&["run", "-n", "1", "flow:check"]).run();
+}
+
+/// The archive rules for links: one that leads outside refuses the install,
+/// and .loopx/ stays as it was (§10.7).
+#[test]
+fn a_local_directory_with_a_link_outside_is_refused_and_nothing_changes() {
+    let e = Env::new();
+    e.p.script("keep", "index.sh", "");
+    let before = snapshot(&e.p.path(".loopx"));
+    let dir = local_dir(&e, "flow", &[("index.sh", "i")]);
+    std::os::unix::fs::symlink("../../secrets", dir.join("leak")).unwrap();
+    e.install(&[dir.to_str().unwrap()])
+        .status(1)
+        .stdout("")
+        .stderr(&format!(
+            "loopx: error: cannot install from {}: refusing leak: the symlink target points \
+             outside the directory; nothing was installed\n",
+            fs::canonicalize(&dir).unwrap().display()
+        ))
+        .run();
+    assert_eq!(snapshot(&e.p.path(".loopx")), before);
+}
+
+#[test]
+fn local_paths_that_are_not_directories_are_refused() {
+    let e = Env::bare();
+    let tgz = e.tmp.path().join("flows.tgz");
+    fs::write(&tgz, tarball(&[("index.sh", "i")])).unwrap();
+    // A tarball: its file:// URL is given, and works.
+    e.install(&[tgz.to_str().unwrap()])
+        .status(1)
+        .stdout("")
+        .stderr_contains("it is a file, and a local source must be a directory")
+        .stderr_contains(&format!("loopx install file://{}", tgz.display()))
+        .run();
+    e.install(&[&format!("file://{}", tgz.display())])
+        .stdout("installed workflow 'flows' into .loopx/flows\n")
+        .run();
+    let e = Env::bare();
+    e.install(&["./nowhere"])
+        .status(1)
+        .stdout("")
+        .stderr_contains("cannot install from ./nowhere: No such file or directory")
+        .run();
     assert!(!e.p.exists(".loopx"));
 }
 

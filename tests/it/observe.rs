@@ -773,7 +773,7 @@ fn status_is_listed_in_top_help_and_run_status_runs_a_workflow() {
         help.stdout
     );
     status(&p, &["--bogus"])
-        .usage_error("only --json", "loopx --help")
+        .usage_error("only --json", "loopx status --help")
         .run();
 }
 

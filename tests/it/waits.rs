@@ -114,7 +114,7 @@ fn a_goto_beside_retry_after_is_ignored_and_verbose_notes_it() {
     p.file("log", "");
     p.loopx(&["run", "-v", "w"])
         .stderr_contains("asked to wait until")
-        .stderr_contains("note: w:index gave a goto beside retry_after; the goto is ignored")
+        .stderr_contains("note: w:index: the goto beside retry_after is ignored")
         .run();
 }
 
@@ -192,6 +192,26 @@ fn a_wait_longer_than_max_wait_ends_the_run_with_75_at_once() {
         .run();
     assert!(started.elapsed() < Duration::from_secs(5), "{out}");
     assert_eq!(out.stderr.lines().count(), 1, "{out}");
+}
+
+#[test]
+fn a_run_ended_by_a_wait_logs_when_it_asked_to_run_again() {
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        r#"printf '{"retry_after":"2099-01-01T00:00:00Z"}'"#,
+    );
+    p.loopx(&["run", "--log", "run.jsonl", "w"])
+        .status(75)
+        .stderr_contains("asked to run again at 2099-01-01T00:00:00Z")
+        .run();
+    let events = events(&p.path("run.jsonl"));
+    let end = events.last().expect("run_end");
+    assert_eq!(end["event"], "run_end");
+    assert_eq!(end["reason"], "wait");
+    assert_eq!(end["exit_code"], 75);
+    assert_eq!(end["resume_at"], "2099-01-01T00:00:00.000Z");
 }
 
 #[test]
