@@ -6,7 +6,8 @@
 #
 #   - the npm package's dependencies (tsx, typescript) in dist/npm/node_modules
 #   - into ${XDG_CACHE_HOME:-~/.cache}/loopx-ci: Bun and Node 22 (npm
-#     registry), shellcheck and PyYAML (PyPI)
+#     registry), the agent CLIs of scripts/agent-clis.txt (npm registry),
+#     ShellCheck and PyYAML (PyPI)
 #   - rustfmt, clippy and the host's musl target (rustup)
 #
 # Each is installed once and skipped when already there. Tools that need root
@@ -69,6 +70,26 @@ if [ ! -x "$tools/node22/node_modules/.bin/node" ]; then
   quietly npm install --prefix "$tools/node22" --no-audit --no-fund "$node_pkg@22"
 fi
 export LOOPX_TEST_NODE22="$tools/node22/node_modules/.bin/node"
+
+# The agent CLIs (claude, codex, gemini) at the exact versions of
+# scripts/agent-clis.txt, one directory each; tests/it/agents.rs runs them
+# against mocks of their APIs. Claude Code needs Node 22 and its install
+# script (which places its native binary): it is installed with the cached
+# Node 22 first on PATH; the others need no install scripts.
+while read -r name package version node; do
+  case $name in '' | '#'*) continue ;; esac
+  dest="$tools/agents/$name-$version"
+  [ -x "$dest/node_modules/.bin/$name" ] && continue
+  echo "== installing $package@$version into $dest"
+  if [ "$node" = node22 ]; then
+    PATH="$tools/node22/node_modules/.bin:$PATH" quietly npm install --prefix "$dest" \
+      --no-audit --no-fund "$package@$version"
+  else
+    quietly npm install --prefix "$dest" --no-audit --no-fund --ignore-scripts "$package@$version"
+  fi
+  "$dest/node_modules/.bin/$name" --version >/dev/null 2>&1 ||
+    die "$package@$version installed into $dest, but '$name --version' fails"
+done <scripts/agent-clis.txt
 
 # ShellCheck (a pinned version: its findings change between releases) and
 # PyYAML (for the release workflow's test), from PyPI into a directory of

@@ -11,6 +11,7 @@ use crate::completions::Shell;
 use crate::error::Error;
 use crate::flags::{self, Flag, HelpAt, Parsed};
 use crate::install::InstallArgs;
+use crate::json_query;
 use crate::output::Output;
 use crate::run_flags;
 use crate::run_options::RunOptions;
@@ -45,6 +46,8 @@ pub enum Command {
         given: run_flags::Given,
     },
     /// `loopx status [--json]`: the runs alive now.
+    /// `loopx json`: values from JSON on stdin.
+    Json(json_query::Query),
     Status {
         json: bool,
     },
@@ -238,6 +241,22 @@ pub fn parse_status(rest: Vec<OsString>) -> Result<Command, String> {
     }
 }
 
+/// `loopx json [--lines] <path>...` (beyond the spec).
+pub fn parse_json(rest: Vec<OsString>) -> Result<Command, String> {
+    let mut lines = false;
+    let Some(paths) = options("json", commands::JSON_FLAGS, rest, &mut lines)? else {
+        return Ok(Command::Help("json"));
+    };
+    if paths.is_empty() {
+        return Err("'loopx json' needs at least one path, e.g. .result".into());
+    }
+    let paths = paths
+        .iter()
+        .map(|p| json_query::parse_path(p))
+        .collect::<Result<_, _>>()?;
+    Ok(Command::Json(json_query::Query { lines, paths }))
+}
+
 /// `loopx completions bash|zsh|fish`, or `--targets` (beyond the spec).
 pub fn parse_completions(rest: Vec<OsString>) -> Result<Command, String> {
     let mut targets = false;
@@ -359,6 +378,25 @@ pub fn parse_install(rest: Vec<OsString>) -> Result<Command, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_needs_a_path_and_knows_its_option() {
+        let parse = |args: &[&str]| parse_json(args.iter().map(OsString::from).collect());
+        assert!(matches!(parse(&["-h"]), Ok(Command::Help("json"))));
+        assert!(matches!(
+            parse(&[".a", "--help"]),
+            Ok(Command::Help("json"))
+        ));
+        assert!(parse(&[]).unwrap_err().contains("at least one path"));
+        assert!(parse(&["--lines"]).is_err());
+        assert!(parse(&["--lines", "--lines", "."]).is_err());
+        assert!(parse(&["-x", "."]).unwrap_err().contains("'-x'"));
+        assert!(parse(&["result"]).unwrap_err().contains("starts with '.'"));
+        match parse(&["--lines", ".a", ".b"]) {
+            Ok(Command::Json(q)) => assert!(q.lines && q.paths.len() == 2),
+            other => panic!("{other:?}"),
+        }
+    }
     use std::path::PathBuf;
 
     fn parse_strs(args: &[&str]) -> Result<Command, Error> {

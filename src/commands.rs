@@ -197,6 +197,35 @@ ended early and can be resumed with `loopx resume`.",
         hidden: false,
     },
     Subcommand {
+        name: "json",
+        summary: "Print values from JSON on stdin",
+        forms: &[(
+            "json [--lines] <path>...",
+            "Print values from JSON on stdin",
+        )],
+        about: "\
+Reads JSON on stdin and prints the values at <path>s: strings raw, other
+values as JSON, a missing value as an empty field; several paths on one
+line, separated by tabs. A path is . (the whole value) or .key.key...; a
+number indexes an array (-1 is its last item). For bash workflows, which
+need nothing but loopx (no jq).",
+        after: "\
+When fields share a line (several paths, or --lines), a backslash, newline,
+carriage return or tab in them is written \\\\, \\n, \\r, \\t (printf '%b'
+reverses it). Exit status 1 for a document that is not JSON (without
+--lines).
+
+Example:
+  claude -p --output-format stream-json --verbose <prompt.md |
+    loopx json --lines .type .message.content.0.name",
+        options: || docs(JSON_FLAGS.iter().collect()),
+        help_at: HelpAt::OptionPosition,
+        operand: Operand::Nothing,
+        see: "loopx json --help",
+        parse: cli::parse_json,
+        hidden: false,
+    },
+    Subcommand {
         name: "resume",
         summary: "Carry on a run that stopped early",
         forms: &[(
@@ -368,6 +397,21 @@ pub const STATUS_FLAGS: &[Flag<bool>] = &[Flag {
     },
 }];
 
+/// `loopx json`: whether stdin is JSONL.
+pub const JSON_FLAGS: &[Flag<bool>] = &[Flag {
+    short: None,
+    long: Some("lines"),
+    value: "",
+    help: &[
+        "Read JSONL: one document per line, one output line",
+        "each, as they come (lines that are not JSON are skipped)",
+    ],
+    apply: |lines, _| {
+        *lines = true;
+        Ok(())
+    },
+}];
+
 /// `loopx completions`: whether to print the targets instead of a script.
 pub const COMPLETIONS_FLAGS: &[Flag<bool>] = &[Flag {
     short: None,
@@ -457,7 +501,7 @@ mod tests {
         assert_eq!(all.len(), COMMANDS.len());
         assert_eq!(
             names(),
-            "run, version, output, env, install, status, resume, completions"
+            "run, version, output, env, install, status, json, resume, completions"
         );
         assert!(find(crate::api::MODE).is_some_and(|c| c.hidden));
     }

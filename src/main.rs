@@ -22,6 +22,7 @@ mod install;
 mod js_assets;
 mod js_compat;
 mod json;
+mod json_query;
 mod messages;
 mod names;
 mod output;
@@ -89,6 +90,7 @@ fn dispatch() -> Result<(), Error> {
         Command::Api { protocol, args } => api::run(&protocol, &args),
         Command::Install(args) => install::install(&args),
         Command::Status { json } => status::list(json),
+        Command::Json(query) => json_query::run_stdio(&query),
         Command::Resume { id, given } => engine::resume(id.as_deref(), |saved| given.apply(saved)),
         Command::Completions(shell) => print_stdout(&completions::script(shell)),
         Command::CompletionTargets => print_stdout(&completions::targets(&current_dir()?)),

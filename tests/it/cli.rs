@@ -763,6 +763,7 @@ fn top_help_lists_every_subcommand_once() {
             "env",
             "install",
             "status",
+            "json",
             "resume",
             "completions"
         ]

@@ -4,6 +4,7 @@
 
 mod util;
 
+mod agents;
 mod api;
 mod cli;
 mod completions;
@@ -16,6 +17,7 @@ mod hosts;
 mod install;
 mod install_faults;
 mod js;
+mod json;
 mod npm_package;
 mod npm_release;
 mod observe;

@@ -40,19 +40,21 @@ fn workflows_url(server: &Server) -> String {
 
 // ------------------------------------------------------------ the fakes
 
-/// A fake agent CLI. Call <n> records its arguments (argv[0]'s name first,
-/// the prompt left out), working directory and prompt (the last argument)
-/// under $FAKE_AGENT, then runs the canned reply replies/<n> (or
-/// replies/default) as bash with the prompt in $PROMPT: a reply prints what
-/// the agent says, writes files, exits non-zero or hangs.
+/// A fake agent CLI. Call <n> records its arguments (argv[0]'s name first),
+/// working directory and prompt (its stdin) under $FAKE_AGENT, then runs
+/// the canned reply replies/<n> (or replies/default) as bash with the
+/// prompt in $PROMPT: a reply prints what the agent says, writes files,
+/// exits non-zero or hangs. Called as the claude preset calls Claude Code
+/// (`--output-format stream-json`), it wraps what the reply printed in
+/// Claude Code's init and result events.
 const FAKE_AGENT: &str = r#"#!/bin/bash
 set -u
 dir=${FAKE_AGENT:?}
 n=$(( $(cat "$dir/calls" 2>/dev/null || echo 0) + 1 ))
 echo "$n" >"$dir/calls"
-PROMPT=${!#}
+PROMPT=$(cat)
 printf '%s' "$PROMPT" >"$dir/prompt-$n"
-printf '%s\n' "$(basename "$0")" "${@:1:$#-1}" >"$dir/args-$n"
+printf '%s\n' "$(basename "$0")" "$@" >"$dir/args-$n"
 pwd -P >"$dir/cwd-$n"
 reply=$dir/replies/$n
 [ -f "$reply" ] || reply=$dir/replies/default
@@ -60,6 +62,18 @@ if [ ! -f "$reply" ]; then
   echo "fake agent: no reply for call $n" >&2
   exit 97
 fi
+case " $* " in
+  *" stream-json "*)
+    echo '{"type":"system","subtype":"init","session_id":"fake"}'
+    # shellcheck disable=SC1090
+    said=$(. "$reply")
+    status=$?
+    json=$(loopx output --result "$said")
+    printf '{"type":"assistant","message":{"content":[{"type":"text","text":%s]}}\n' "${json#\{\"result\":}"
+    printf '{"type":"result","subtype":"success","is_error":false,"session_id":"fake","total_cost_usd":0.25,%s\n' "${json#\{}"
+    exit "$status"
+    ;;
+esac
 # shellcheck disable=SC1090
 . "$reply"
 "#;
@@ -464,7 +478,18 @@ fn every_workflow_script_passes_shellcheck_and_starts_with_bash() {
 fn each_workflow_readme_documents_every_variable_its_scripts_read() {
     let dir = Path::new(ROOT).join("dist/workflows");
     // Not configuration: the system's and loopx's own.
-    let not_config = ["HOME", "PATH", "PWD", "TMPDIR", "PIPESTATUS", "PPID"];
+    let not_config = [
+        "HOME",
+        "PATH",
+        "PWD",
+        "TMPDIR",
+        "PIPESTATUS",
+        "PPID",
+        "BASH_SOURCE",
+        // The agent CLIs' own (lib/agent.sh reads where Codex keeps its
+        // sessions).
+        "CODEX_HOME",
+    ];
     for w in WORKFLOWS {
         let readme = fs::read_to_string(dir.join(w).join("README.md")).expect("README");
         let mut text = String::new();
@@ -538,9 +563,14 @@ fn ralph_runs_a_fresh_agent_per_iteration_until_it_prints_the_done_line() {
     assert_eq!(run_end(&log)["reason"], "stop");
     assert_eq!(lab.agent_calls(), 4);
     for n in 1..=4 {
-        // The documented default, Claude Code's print mode, in the project
-        // root, with the prompt file as the prompt.
-        assert_eq!(lab.agent_file("args", n), "claude\n-p\n");
+        // The default preset: Claude Code's print mode with its event
+        // stream, edits and git allowed, in the project root, with the
+        // prompt file on its stdin.
+        assert_eq!(
+            lab.agent_file("args", n),
+            "claude\n-p\n--output-format\nstream-json\n--verbose\n\
+             --permission-mode\nacceptEdits\n--allowedTools\nBash(git:*)\n"
+        );
         assert_eq!(
             lab.agent_file("cwd", n).trim(),
             lab.p.root().to_str().unwrap()
@@ -548,21 +578,22 @@ fn ralph_runs_a_fresh_agent_per_iteration_until_it_prints_the_done_line() {
         assert_eq!(lab.prompt(n), PROMPT.trim_end());
     }
     assert_eq!(lab.p.read("work.txt"), "one\ntwo\n");
-    // The agent's output of each iteration is kept in the run's directory.
+    // The agent's output of each iteration is kept in the run's directory:
+    // its events, its final message, its stderr.
     let run = only_dir(&lab.p.path(".loopx/ralph/runs"));
+    let mut want = Vec::new();
+    for n in 1..=4 {
+        for kind in ["events.jsonl", "final.txt", "stderr.log"] {
+            want.push(format!("iteration-{n}.{kind}"));
+        }
+    }
+    assert_eq!(names_in(&run), want);
     assert_eq!(
-        names_in(&run),
-        [
-            "iteration-1.log",
-            "iteration-2.log",
-            "iteration-3.log",
-            "iteration-4.log"
-        ]
-    );
-    assert_eq!(
-        fs::read_to_string(run.join("iteration-2.log")).unwrap(),
+        fs::read_to_string(run.join("iteration-2.final.txt")).unwrap(),
         "did item 2\n"
     );
+    let events = fs::read_to_string(run.join("iteration-2.events.jsonl")).unwrap();
+    assert!(events.contains(r#""type":"result""#), "{events}");
 }
 
 #[test]
@@ -573,7 +604,7 @@ fn ralph_stops_on_the_done_file_and_a_later_run_spends_nothing() {
         .reply(2, "echo finished; touch finished.flag");
     let run = |log: &str| {
         lab.loopx(&["run", "--log", log, "ralph"])
-            .env("AGENT_CMD", "codex exec --full-auto")
+            .env("AGENT_CMD", "codex exec --sandbox workspace-write")
             .env("RALPH_PROMPT", "tasks/night.md")
             .env("RALPH_DONE_FILE", "finished.flag")
     };
@@ -581,7 +612,11 @@ fn ralph_stops_on_the_done_file_and_a_later_run_spends_nothing() {
         .stderr_contains("ralph: the agent marked the task done after 2 iteration(s)")
         .run();
     assert_eq!(path_taken(&lab.p.path("first.jsonl")), ["ralph:index"; 2]);
-    assert_eq!(lab.agent_file("args", 1), "codex\nexec\n--full-auto\n");
+    // AGENT_CMD runs as given, with the prompt on its stdin.
+    assert_eq!(
+        lab.agent_file("args", 1),
+        "codex\nexec\n--sandbox\nworkspace-write\n"
+    );
     assert_eq!(lab.prompt(2), "The night's task.");
 
     // The task is done: the next run (cron's next night) stops at once.
@@ -617,7 +652,14 @@ fn ralph_retries_an_agent_that_hangs_past_the_timeout() {
     let run = only_dir(&lab.p.path(".loopx/ralph/runs"));
     assert_eq!(
         names_in(&run),
-        ["iteration-1.attempt-2.log", "iteration-1.log"]
+        [
+            "iteration-1.attempt-2.events.jsonl",
+            "iteration-1.attempt-2.final.txt",
+            "iteration-1.attempt-2.stderr.log",
+            "iteration-1.events.jsonl",
+            "iteration-1.final.txt",
+            "iteration-1.stderr.log"
+        ]
     );
 }
 
@@ -651,8 +693,8 @@ fn ralph_fails_clearly_without_a_prompt_file_or_when_the_agent_fails() {
     lab.reply(0, "echo 'rate limited' >&2; exit 3");
     lab.loopx(&["run", "ralph"])
         .status(1)
-        .stderr_contains("rate limited")
-        .stderr_contains("ralph: the agent failed (exit 3)")
+        .stderr_contains("ralph: the agent failed (exit 3): rate limited; its output: ")
+        .stderr_contains("iteration-1.stderr.log")
         .run();
 }
 

@@ -40,10 +40,8 @@ $(changes_summary)
 
 $checks"
 
-run_agent "$dir/audit.md" "$prompt" || {
-  status=$?
-  fail_step "$status" "the agent exited $status"
-}
+run_agent "$dir/audit" "$prompt"
+cp "$agent_final" "$dir/audit.md" || fail_step 1 "cannot write $dir/audit.md"
 
 # The last VERDICT line wins; markdown emphasis around it is ignored.
 verdict=$(sed 's/[*`_]//g' "$dir/audit.md" |
@@ -61,10 +59,10 @@ record_step audit "$round" "$step_start" "$verdict"
 
 if [ "$verdict" = approved ]; then
   state_set outcome approved
-  output --result approved --goto report
+  agent_output --result approved --goto report
 elif [ "$round" -ge "$max_rounds" ]; then
   state_set outcome rejected
-  output --result rejected --goto report
+  agent_output --result rejected --goto report
 else
   write_report "in progress (round $round: $verdict; fix next)"
   feedback="# The auditor's review (round $round)
@@ -74,5 +72,5 @@ $(cat "$dir/audit.md")
 # The checks
 
 $checks"
-  output --result "$feedback" --goto fix
+  agent_output --result "$feedback" --goto fix
 fi

@@ -6,7 +6,7 @@ set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
 
-# Cut to 100 KB: the prompt is one command-line argument.
+# Cut to 100 KB, to keep the prompt small.
 feedback=$(head -c 100000)
 load_state
 begin_step fix
@@ -22,14 +22,11 @@ $(cat "$run_dir/task.md")
 
 $feedback"
 
-run_agent "$run_dir/fix-$round.log" "$prompt" || {
-  status=$?
-  fail_step "$status" "the agent exited $status"
-}
+run_agent "$run_dir/fix-$round" "$prompt"
 commit_step "fix (round $round)" || fail_step 1 "git commit failed"
 record_step fix "$round" "$step_start" ok
 # The round ends here; the next one starts with the checks.
 round=$((round + 1))
 state_set round "$round"
 write_report "in progress (fixed; round $round checks next)"
-output --result "fixed" --goto checks
+agent_output --result "fixed" --goto checks

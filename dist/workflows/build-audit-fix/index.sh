@@ -32,6 +32,10 @@ setup() {
     # committed, so nothing is lost if a temp cleaner removes it.
     wt=${WORKTREE_DIR:-${TMPDIR:-/tmp}/loopx-build-audit-fix-$LOOPX_RUN_ID}
     if [ ! -e "$wt/.git" ]; then
+      # Leftovers of an earlier attempt at this very run: a directory
+      # without its checkout, a worktree git still lists.
+      rm -rf "$wt"
+      git -C "$top" worktree prune >&2
       if git -C "$top" rev-parse --verify -q "refs/heads/$branch" >/dev/null; then
         git -C "$top" worktree add -q "$wt" "$branch" >&2
       else
@@ -66,11 +70,8 @@ will review your work afterwards, with the results of the project's checks.
 
 $(cat "$run_dir/task.md")"
 
-run_agent "$run_dir/build.log" "$prompt" || {
-  status=$?
-  fail_step "$status" "the agent exited $status"
-}
+run_agent "$run_dir/build" "$prompt"
 commit_step build || fail_step 1 "git commit failed"
 record_step build "$round" "$step_start" ok
 write_report "in progress (built; checks next)"
-output --result "built" --goto checks
+agent_output --result "built" --goto checks

@@ -21,7 +21,6 @@ case $number in '' | *[!0-9]*) die "work: expected an issue number on stdin, got
 
 mkdir -p "$run_dir" || die "cannot create $run_dir"
 clone=$run_dir/clone
-log=$run_dir/agent-$LOOPX_ATTEMPT.log
 rm -rf "$clone"
 forge repo clone "$repo" "$clone" -- --depth 1 >&2 || die "cloning $repo failed"
 title=$(forge issue view "$number" -R "$repo" --json title --jq .title) ||
@@ -59,16 +58,26 @@ $body
 
 $instructions"
 
-say "#$number: $agent_cmd in $clone (attempt $LOOPX_ATTEMPT)"
-(cd "$clone" && bash -c "$agent_cmd \"\$@\"" agent "$prompt" </dev/null) | tee "$log" >&2
-status=${PIPESTATUS[0]}
-[ "$status" -eq 0 ] || {
-  say "#$number: the agent failed (exit $status); its output is in $log"
-  exit "$status"
-}
+say "#$number: ${AGENT_CMD:-${AGENT:-claude}} in $clone (attempt $LOOPX_ATTEMPT)"
+agent_label="issue-runner: #$number"
+printf '%s\n' "$prompt" >"$run_dir/agent.prompt.md" || die "cannot write $run_dir/agent.prompt.md"
+# The agent may run git and the forge's CLI (to push and open the pull
+# request) besides its edits; AGENT_ALLOW adds more.
+agent_run "$run_dir/agent" "$clone" "$run_dir/agent.prompt.md" "$forge_cmd"
+case $? in
+  0) ;;
+  2)
+    # A usage or rate limit: loopx runs this step again after the wait.
+    agent_emit_wait
+    exit 0
+    ;;
+  *) exit 1 ;;
+esac
 
-cp "$log" "$run_dir/agent.log"
+# The final message of the attempt that finished, for finish.sh.
+cp "$agent_final" "$run_dir/agent.log"
+log=$agent_final
 route=$(sed 's/[*`]//g' "$log" | sed -n 's/^[[:space:]]*ROUTE:[[:space:]]*\([^[:space:]]*\).*/\1/p' | tail -n 1)
 [ -n "$route" ] || route="done"
 say "#$number: the agent routed it to '$route'"
-output --result "$number $route" --goto finish
+agent_output --result "$number $route" --goto finish

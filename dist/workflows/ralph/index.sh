@@ -6,12 +6,15 @@
 # goto and loopx starts it again (after --retry, --timeout and --max-time
 # had their say). See README.md.
 #
-# Variables: AGENT_CMD, RALPH_PROMPT, RALPH_DONE_FILE, RALPH_DONE_LINE.
+# Variables: AGENT (claude, codex or gemini), AGENT_CMD and the other
+# AGENT_* of lib/agent.sh, RALPH_PROMPT, RALPH_DONE_FILE, RALPH_DONE_LINE.
 # Written for bash 3.2 (macOS's /bin/bash) and later.
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib/agent.sh
+. "$(dirname "$0")/lib/agent.sh"
 
 root=$LOOPX_PROJECT_ROOT
-agent_cmd=${AGENT_CMD:-claude -p}
+agent_label=ralph
 prompt_file=${RALPH_PROMPT:-PROMPT.md}
 done_file=${RALPH_DONE_FILE:-.ralph-done}
 done_line=${RALPH_DONE_LINE:-LOOP_DONE}
@@ -36,33 +39,34 @@ if [ ! -f "$prompt_file" ] || [ ! -r "$prompt_file" ]; then
   exit 1
 fi
 
-# Each run keeps the agent's output of every iteration, for the post-mortem.
+# Each run keeps the agent's output of every iteration, for the
+# post-mortem: runs/<run>/iteration-<n>[.wait-<w>][.attempt-<m>].*
 run_dir=$PWD/runs/$LOOPX_RUN_ID
 mkdir -p "$run_dir" || exit 1
-log=$run_dir/iteration-$LOOPX_ITERATION.log
-[ "$LOOPX_ATTEMPT" -gt 1 ] && log=$run_dir/iteration-$LOOPX_ITERATION.attempt-$LOOPX_ATTEMPT.log
 
-say "iteration $LOOPX_ITERATION (attempt $LOOPX_ATTEMPT): $agent_cmd <${prompt_file#"$root"/}>"
-prompt=$(cat "$prompt_file") || exit 1
-
-# AGENT_CMD is a command line (it may carry flags and quotes); the prompt is
-# appended as one more argument. The agent's stdout is kept in the log and
-# shown on stderr, since stdout belongs to loopx's structured output.
-(cd "$root" && bash -c "$agent_cmd \"\$@\"" agent "$prompt" </dev/null) | tee "$log" >&2
-status=${PIPESTATUS[0]}
-if [ "$status" -ne 0 ]; then
-  # A failed iteration fails the script: loopx retries it with --retry.
-  say "the agent failed (exit $status); its output is in $log"
-  exit "$status"
-fi
+say "iteration $LOOPX_ITERATION (attempt $LOOPX_ATTEMPT): ${AGENT_CMD:-${AGENT:-claude}} <${prompt_file#"$root"/}>"
+# The prompt goes to the agent on its stdin; its steps show on stderr.
+agent_run "$run_dir/iteration-$LOOPX_ITERATION" "$root" "$prompt_file"
+case $? in
+  0) ;;
+  2)
+    # A usage or rate limit: loopx runs this iteration again after the wait.
+    agent_emit_wait
+    exit 0
+    ;;
+  *)
+    # A failed iteration fails the script: loopx retries it with --retry.
+    exit 1
+    ;;
+esac
 
 # The done line counts only on a line of its own (blanks and a trailing CR
 # around it are fine), so a prompt quoted back by the agent does not stop it.
 if [ -e "$done_file" ] ||
-  sed 's/^[[:space:]]*//; s/[[:space:]]*$//' "$log" | grep -qxF -- "$done_line"; then
+  sed 's/^[[:space:]]*//; s/[[:space:]]*$//' "$agent_final" | grep -qxF -- "$done_line"; then
   say "the agent marked the task done after $LOOPX_ITERATION iteration(s)"
-  output --result "done" --stop
+  agent_output --result "done" --stop
   exit 0
 fi
 # No goto: loopx starts this script again, with a fresh agent.
-output --result "iteration $LOOPX_ITERATION: not done yet"
+agent_output --result "iteration $LOOPX_ITERATION: not done yet"

@@ -1,6 +1,7 @@
 //! Test helpers: temporary projects with `.loopx/` workflows and a runner for
 //! the real `loopx` binary, so each test reads like the spec clause it checks.
 
+pub mod agent_mocks;
 pub mod http;
 pub mod procs;
 pub mod release;

@@ -9,11 +9,17 @@
 #   task.md      the task, copied once so every step sees the same one
 #   steps.tsv    one line per step attempt: step, round, start, took, outcome
 #   round-<n>/   lint.log, test.log (+ .status), audit.md, verdict
-#   *.log        what the agent printed in each build and fix step
+#   build.*, fix-<n>.*, round-<n>/audit.*
+#                each agent run (lib/agent.sh): .prompt.md, .events.jsonl
+#                (its raw output), .final.txt (its final message),
+#                .stderr.log; per wait and attempt (.wait-<w>.attempt-<m>)
 #   report.md    a copy of the report
 
+# shellcheck source-path=SCRIPTDIR source-path=SCRIPTDIR/lib source=agent.sh
+. "$(dirname "${BASH_SOURCE[0]}")/agent.sh"
+
 root=$LOOPX_PROJECT_ROOT
-agent_cmd=${AGENT_CMD:-claude -p}
+agent_label=build-audit-fix
 max_rounds=${MAX_ROUNDS:-3}
 task_file=${TASK_FILE:-TASK.md}
 case $task_file in /*) ;; *) task_file=$root/$task_file ;; esac
@@ -22,8 +28,8 @@ case $report in /*) ;; *) report=$root/$report ;; esac
 run_dir=$PWD/runs/$LOOPX_RUN_ID
 state=$run_dir/state
 steps=$run_dir/steps.tsv
-# Check output handed to the agents is cut to its end: the agent's prompt is
-# one command-line argument (at most 128 KiB on Linux).
+# Check output handed to the agents is cut to its end, to keep the
+# prompts small.
 tail_lines=${CHECK_TAIL_LINES:-80}
 
 say() { printf 'build-audit-fix: %s\n' "$*" >&2; }
@@ -57,12 +63,45 @@ state_set() {
   } >"$state.tmp" && mv "$state.tmp" "$state"
 }
 
-# Loads the state the first step wrote; every later step needs it.
+# Loads the state the first step wrote; every later step needs it. The
+# worktree of a WORKTREE=1 run that failed or was stopped was removed
+# (drop_worktree): it is checked out again from the run's branch.
 load_state() {
   [ -f "$state" ] || die "no state in $run_dir: start the loop at build-audit-fix (its index step)"
   work=$(state_get work)
   round=$(state_get round)
+  [ "$(state_get worktree)" = 1 ] && ensure_worktree
   [ -d "$work" ] || die "the working directory $work is gone"
+}
+
+# ensure_worktree: the run's worktree, checked out from its branch when it
+# is missing (a resumed or rerun step). A directory left half-made by an
+# earlier attempt is removed first.
+ensure_worktree() {
+  local wt branch top
+  wt=$(state_get worktree_path)
+  branch=$(state_get branch)
+  [ -e "$wt/.git" ] && return 0
+  top=$(git -C "$root" rev-parse --show-toplevel 2>/dev/null) || return 0
+  rm -rf "$wt"
+  git -C "$top" worktree prune >&2
+  git -C "$top" worktree add -q "$wt" "$branch" >&2 ||
+    die "cannot check out branch $branch at $wt again"
+  say "checked out branch $branch at $wt again"
+}
+
+# drop_worktree: after a failed or stopped step, commits what the step left
+# (nothing is lost) and removes the worktree, so failed runs leave none
+# behind; the branch keeps the work, and a retry or `loopx run --resume`
+# checks it out again.
+drop_worktree() {
+  local wt
+  [ "$(state_get worktree)" = 1 ] || return 0
+  wt=$(state_get worktree_path)
+  [ -e "$wt/.git" ] || return 0
+  commit_step "${current_step:-step} (round ${round:-1}, unfinished)" >/dev/null 2>&1
+  git -C "$root" worktree remove --force "$wt" >/dev/null 2>&1 || return 0
+  say "removed the worktree $wt; the work is on branch $(state_get branch)"
 }
 
 now() { date +%s; }
@@ -87,11 +126,23 @@ record_step() {
 
 # ------------------------------------------------------------- the agent
 
-# run_agent <log> <prompt>: the agent in the working directory, its stdout
-# in <log> and on stderr (stdout is loopx's). Returns the agent's status.
+# run_agent <base> <prompt>: the agent in the working directory, the
+# prompt on its stdin (kept as <base>.prompt.md), its files next to it
+# (lib/agent.sh). The check commands are allowed besides git. A usage or
+# rate limit ends the step with a wait (loopx runs it again after it); a
+# failure fails the step. On success, $agent_final holds its answer.
 run_agent() {
-  (cd "$work" && bash -c "$agent_cmd \"\$@\"" agent "$2" </dev/null) | tee "$1" >&2
-  return "${PIPESTATUS[0]}"
+  printf '%s\n' "$2" >"$1.prompt.md" || fail_step 1 "cannot write $1.prompt.md"
+  agent_run "$1" "$work" "$1.prompt.md" "${LINT_CMD:-}" "${TEST_CMD:-}"
+  case $? in
+    0) ;;
+    2)
+      record_step "$current_step" "${round:-1}" "$step_start" "waiting ${agent_wait}s (usage limit)"
+      agent_emit_wait
+      exit 0
+      ;;
+    *) fail_step 1 "the agent failed (see $agent_events)" ;;
+  esac
 }
 
 # A step that loopx stops (--timeout, Ctrl-C, SIGTERM, SIGHUP) gets the
@@ -100,6 +151,7 @@ run_agent() {
 on_signal() {
   trap - TERM INT HUP
   record_step "$current_step" "${round:-1}" "$step_start" "stopped (timed out or interrupted)"
+  drop_worktree
   write_report "stopped: the $current_step step was stopped (timed out or interrupted)"
   exit "$1"
 }
@@ -118,6 +170,7 @@ begin_step() {
 # so that loopx retries it (--retry) or stops with exit 1.
 fail_step() {
   record_step "$current_step" "${round:-1}" "$step_start" "failed: $2"
+  drop_worktree
   write_report "stopped: the $current_step step failed ($2)"
   say "the $current_step step failed: $2"
   exit "$1"
@@ -182,7 +235,11 @@ write_report() {
     echo "- Rounds: ${round:-1} of at most $max_rounds (MAX_ROUNDS)"
     if [ "$(state_get worktree)" = 1 ]; then
       echo "- Branch: \`$(state_get branch)\`, from commit $(state_get base) (\`git log $(state_get base)..$(state_get branch)\`)"
-      [ -e "$(state_get worktree_path)/.git" ] && echo "- Worktree: $(state_get worktree_path)"
+      if [ -e "$(state_get worktree_path)/.git" ]; then
+        echo "- Worktree: $(state_get worktree_path)"
+      else
+        echo "- Worktree: removed (the branch has every step; \`loopx run --resume\` checks it out again)"
+      fi
     else
       echo "- Worked in $(state_get work)"
     fi
@@ -201,7 +258,7 @@ write_report() {
     while [ "$r" -le "${round:-1}" ]; do
       verdict=-
       [ -f "$run_dir/round-$r/verdict" ] && verdict=$(cat "$run_dir/round-$r/verdict")
-      [ -f "$run_dir/round-$r/audit.md" ] && last_audit=$run_dir/round-$r/audit.md
+      [ -s "$run_dir/round-$r/audit.md" ] && last_audit=$run_dir/round-$r/audit.md
       echo "| $r | $(check_cell "$r" lint) | $(check_cell "$r" test) | $verdict |"
       r=$((r + 1))
     done

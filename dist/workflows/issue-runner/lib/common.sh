@@ -11,10 +11,15 @@
 #                  The next run finishes it (index.sh) if this run could not.
 #   starts/<n>     one line per start on issue <n> (seconds since 1970)
 # Each run that takes an issue also gets runs/<LOOPX_RUN_ID>/: the clean
-# clone (removed when the issue is finished) and the agent's output.
+# clone (removed when the issue is finished) and the agent's files
+# (lib/agent.sh): agent[.wait-<w>][.attempt-<m>].events.jsonl (its raw
+# output), .final.txt (its final message), .stderr.log, and the prompt.
+
+# shellcheck source-path=SCRIPTDIR source-path=SCRIPTDIR/lib source=agent.sh
+. "$(dirname "${BASH_SOURCE[0]}")/agent.sh"
 
 root=$LOOPX_PROJECT_ROOT
-agent_cmd=${AGENT_CMD:-claude -p}
+agent_label=issue-runner
 forge_cmd=${FORGE_CMD:-gh}
 repo=${REPO:-}
 allowed_authors=${ALLOWED_AUTHORS:-}
@@ -38,8 +43,8 @@ die() {
 # $LOOPX_BIN is the loopx of this run.
 output() { "$LOOPX_BIN" output "$@"; }
 
-# FORGE_CMD and AGENT_CMD are command lines (flags and quotes allowed); the
-# arguments are appended to them.
+# FORGE_CMD is a command line (flags and quotes allowed); the arguments are
+# appended to it.
 forge() { bash -c "$forge_cmd \"\$@\"" forge "$@"; }
 
 [ -n "$repo" ] || die "set REPO to the repository to work on (owner/name)"

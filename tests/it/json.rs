@@ -1,0 +1,94 @@
+//! `loopx json` (src/json_query.rs; docs/json.md): values out of JSON on
+//! stdin, for bash workflows that have nothing but the loopx binary.
+
+use crate::util::{Project, Run};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::Stdio;
+
+#[test]
+fn json_prints_strings_raw_other_values_as_json_and_missing_ones_empty() {
+    let p = Project::bare();
+    let doc = r#"{"result":"line 1\nline 2","n":2,"message":{"content":[{"name":"Write"}]}}"#;
+    p.loopx(&["json", ".result"])
+        .stdin(doc.as_bytes())
+        .stdout("line 1\nline 2\n")
+        .run();
+    p.loopx(&["json", ".message.content.0.name", ".n", ".nope", ".message"])
+        .stdin(doc.as_bytes())
+        .stdout("Write\t2\t\t{\"content\":[{\"name\":\"Write\"}]}\n")
+        .run();
+}
+
+#[test]
+fn json_lines_streams_one_record_per_event_as_it_comes() {
+    let p = Project::bare();
+    let mut child = std::process::Command::new(crate::util::loopx_bin())
+        .args(["json", "--lines", ".type", ".text"])
+        .current_dir(p.root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn loopx json");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    stdin
+        .write_all(b"{\"type\":\"a\",\"text\":\"one\\ntwo\"}\n")
+        .expect("write");
+    stdin.flush().expect("flush");
+    // The record comes out while stdin is still open: a reader sees each
+    // event of an agent's stream as it happens.
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("read");
+    assert_eq!(line, "a\tone\\ntwo\n");
+    stdin
+        .write_all(b"not json\n{\"type\":\"b\"}\n")
+        .expect("write");
+    drop(stdin);
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).expect("read");
+    assert_eq!(rest, "b\t\n");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+}
+
+#[test]
+fn json_rejects_a_document_that_is_not_json_and_bad_paths() {
+    let p = Project::bare();
+    p.loopx(&["json", ".a"])
+        .stdin(b"{\"a\":")
+        .status(1)
+        .stdout("")
+        .stderr_contains("not a JSON document")
+        .run();
+    p.loopx(&["json"])
+        .usage_error("at least one path", "loopx json --help")
+        .run();
+    p.loopx(&["json", "result"])
+        .usage_error("'result'", "loopx json --help")
+        .run();
+    p.loopx(&["json", "--raw", ".a"])
+        .usage_error("'--raw'", "loopx json --help")
+        .run();
+    p.loopx(&["json", "-h"])
+        .stdout_contains("Usage: loopx json [--lines] <path>...")
+        .run();
+    let top = p.loopx(&["-h"]).run();
+    assert!(top.stdout.contains("json [--lines] <path>..."), "{top}");
+}
+
+#[test]
+fn json_runs_a_megabyte_line() {
+    let p = Project::bare();
+    let big = "x".repeat(1 << 20);
+    let input = format!("{{\"s\":\"{big}\"}}\n");
+    let out = Run::command({
+        let mut c = std::process::Command::new(crate::util::loopx_bin());
+        c.args(["json", "--lines", ".s"]).current_dir(p.root());
+        c
+    })
+    .stdin(input.as_bytes())
+    .run();
+    assert_eq!(out.stdout.len(), big.len() + 1);
+}
