@@ -9,6 +9,7 @@ mod cli;
 mod delegation;
 mod discovery;
 mod env;
+mod fleet;
 mod hosts;
 mod install;
 mod install_faults;
