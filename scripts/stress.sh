@@ -24,8 +24,18 @@
 # is checked for it after loopx exits (the scripts also record the pids they
 # start, to say which ones were left). Leftovers are killed and reported.
 #
+# --shim: the npm shim instead (dist/npm/bin/loopx.js, README "Reliability
+# notes"). Each run starts `node bin/loopx.js run -n 1 stress` (the shim runs
+# the binary through LOOPX_BINARY_PATH), waits for the script's first line on
+# stderr, and sends the shim SIGTERM at once, while CPU-bound processes
+# (--burn, default 4) compete for the cores: a shim preempted at the wrong
+# moment must still forward the signal, never die of it and orphan the run.
+# Each run must end with exit code 143 (not death by the signal) and leave
+# no process alive. Under Node >= 22.15 the shim replaces itself with the
+# binary; --node picks the Node to run it with (default: node on PATH).
+#
 # Not part of the quick test command (a run takes up to ~6 s); CI runs it
-# with a small count.
+# with a small count, and the --shim mode with 100 runs.
 set -euo pipefail
 
 usage() {
@@ -36,27 +46,38 @@ Options:
   -n <runs>      how many runs (default 100)
   -j <jobs>      runs at the same time (default 4)
   --loopx <bin>  the loopx binary (default: cargo build, then target/debug/loopx)
+  --shim         SIGTERM through the npm shim right after the script's first
+                 line, under CPU load (see the top of this file)
+  --node <node>  with --shim: the Node that runs the shim (default: node)
+  --burn <n>     with --shim: CPU-bound processes meanwhile (default 4)
   -h, --help     show this help
 
-Exit status: 0 when every run exited with 128 + its first signal, left no
-process alive, and ended within 1 s of a second signal; 1 otherwise.
+Exit status: 0 when every run exited with 128 + its first signal (143 with
+--shim), left no process alive, and ended within 1 s of a second signal; 1
+otherwise.
 EOF
 }
 
 runs=100
 jobs=4
 loopx=
+shim=
+node=node
+burn=4
 while [[ $# -gt 0 ]]; do
   case $1 in
     -n) runs=${2:?-n needs a number}; shift 2 ;;
     -j) jobs=${2:?-j needs a number}; shift 2 ;;
     --loopx) loopx=${2:?--loopx needs a path}; shift 2 ;;
+    --shim) shim=1; shift ;;
+    --node) node=${2:?--node needs a path}; shift 2 ;;
+    --burn) burn=${2:?--burn needs a number}; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) printf 'stress: unknown argument %s\n' "$1" >&2; usage >&2; exit 1 ;;
   esac
 done
-[[ $runs =~ ^[1-9][0-9]*$ && $jobs =~ ^[1-9][0-9]*$ ]] || {
-  printf 'stress: -n and -j take positive whole numbers\n' >&2
+[[ $runs =~ ^[1-9][0-9]*$ && $jobs =~ ^[1-9][0-9]*$ && $burn =~ ^[0-9]+$ ]] || {
+  printf 'stress: -n and -j take positive whole numbers, --burn a whole number\n' >&2
   exit 1
 }
 [[ -d /proc/self ]] || { printf 'stress: needs /proc (Linux)\n' >&2; exit 1; }
@@ -72,6 +93,131 @@ loopx=$(realpath "$loopx")
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/loopx-stress.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+
+# Whether a process is alive (a zombie is not).
+alive() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [[ ${stat%% *} != Z ]]
+}
+
+# Every live process whose environment holds the variable `$1` (one grep
+# over all of /proc; processes that vanish meanwhile are skipped).
+marked() {
+  local file pid
+  while IFS= read -r file; do
+    pid=${file#/proc/}
+    pid=${pid%/environ}
+    if alive "$pid"; then printf '%s\n' "$pid"; fi
+  done < <(grep -lzxF -- "$1" /proc/[0-9]*/environ 2>/dev/null || true)
+}
+
+if [[ -n $shim ]]; then
+  shim_js=$root/dist/npm/bin/loopx.js
+  node=$(command -v "$node") || { printf 'stress: node not found\n' >&2; exit 1; }
+  mkdir -p "$work/project/.loopx/stress"
+  # The first line on stderr, then work that ends on SIGTERM (bash runs the
+  # trap once its foreground `sleep` returns, so it sleeps in short steps).
+  printf '%s\n' '#!/bin/bash' 'echo started >&2' "trap 'exit 0' TERM" \
+    'while :; do sleep 0.05; done' >"$work/project/.loopx/stress/index.sh"
+  # Starts the shim, sends it SIGTERM as soon as its stderr has a line, and
+  # prints how it ended: a number for an exit code, "signal N" for death by
+  # a signal (which the shell's $? cannot tell from 128+N). A run that does
+  # not end within 30 s is killed and reported as "hung".
+  launcher='
+import os, signal, subprocess, sys, time
+err_path, argv = sys.argv[1], sys.argv[2:]
+with open(err_path, "wb") as err:
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+started = time.monotonic()
+while os.path.getsize(err_path) == 0 and p.poll() is None and time.monotonic() - started < 30:
+    time.sleep(0.001)
+try:
+    p.send_signal(signal.SIGTERM)
+except ProcessLookupError:
+    pass
+try:
+    code = p.wait(timeout=30)
+except subprocess.TimeoutExpired:
+    p.kill()
+    p.wait()
+    print("hung")
+    sys.exit(0)
+print(code if code >= 0 else "signal %d" % -code)
+'
+  burners=()
+  for (( i = 0; i < burn; i++ )); do
+    bash -c 'while :; do :; done' &
+    burners+=("$!")
+  done
+  # shellcheck disable=SC2329 # run by the EXIT trap
+  stop_burners() {
+    if (( ${#burners[@]} )); then kill "${burners[@]}" 2>/dev/null || true; fi
+    rm -rf "$work"
+  }
+  trap stop_burners EXIT
+
+  # One run: prints "<run> <how it ended> <seconds> <leftovers...>".
+  shim_run() {
+    local n=$1
+    local dir=$work/run-$n mark how t0 t1 took
+    mark="LOOPX_STRESS_RUN=$$-$n-$RANDOM"
+    mkdir -p "$dir"
+    cp -R "$work/project/.loopx" "$dir/"
+    t0=${EPOCHREALTIME/./}
+    how=$(cd "$dir" && env "$mark" LOOPX_BINARY_PATH="$loopx" \
+      python3 -c "$launcher" "$dir/stderr" "$node" "$shim_js" run -n 1 stress)
+    t1=${EPOCHREALTIME/./}
+    took=$(( (t1 - t0) / 1000 ))
+    took=$(printf '%d.%03d' $(( took / 1000 )) $(( took % 1000 )))
+    # The shim has exited: loopx has too (it exits after the group), or was
+    # orphaned. Whatever is still marked is a leftover: counted, then killed.
+    local left=() p
+    mapfile -t left < <(marked "$mark")
+    for p in "${left[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+    printf '%s %s %s %s\n' "$n" "${how// /_}" "$took" "${left[*]:-}"
+    rm -rf "$dir"
+  }
+
+  printf 'stress: %d runs of %s through %s (%s %s), %d at a time, %d CPU-bound processes\n' \
+    "$runs" "$loopx" "$shim_js" "$node" "$("$node" --version)" "$jobs" "$burn"
+  results=$work/results
+  : >"$results"
+  t_start=${EPOCHREALTIME/./}
+  pids=()
+  for (( started = 1; started <= runs; started++ )); do
+    while (( ${#pids[@]} >= jobs )); do
+      wait -n "${pids[@]}" || true
+      live=()
+      for p in "${pids[@]}"; do
+        if kill -0 "$p" 2>/dev/null; then live+=("$p"); fi
+      done
+      pids=("${live[@]}")
+    done
+    shim_run "$started" >>"$results" &
+    pids+=("$!")
+  done
+  for p in "${pids[@]}"; do wait "$p" || true; done
+  t_all=$(( (${EPOCHREALTIME/./} - t_start) / 1000000 ))
+  right=0
+  leftover=0
+  while read -r n how took rest; do
+    extra=
+    if [[ $how == 143 ]]; then right=$(( right + 1 )); else extra=" WRONG: ${how//_/ }"; fi
+    if [[ -n $rest ]]; then
+      leftover=$(( leftover + $(wc -w <<<"$rest") ))
+      extra+=" LEFT ALIVE: $rest"
+    fi
+    if [[ -n $extra ]]; then
+      printf 'run %3d  ended %-10s after %6ss%s\n' "$n" "${how//_/ }" "$took" "$extra"
+    fi
+  done < <(sort -n "$results")
+  printf 'stress: %d of %d shim runs exited with 143, %d did not; %d processes left alive; %d s\n' \
+    "$right" "$runs" "$(( runs - right ))" "$leftover" "$t_all"
+  [[ $right -eq $runs && $leftover -eq 0 ]]
+  exit
+fi
 
 # The workflow, shared by every run (each run has its own project root).
 mkdir -p "$work/project/.loopx/stress"
@@ -100,25 +246,6 @@ wait 2>/dev/null
 echo "end ${EPOCHREALTIME/./}" >>"$phases"
 printf '{}'
 EOF
-
-# Whether a process is alive (a zombie is not).
-alive() {
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  stat=${stat##*) }
-  [[ ${stat%% *} != Z ]]
-}
-
-# Every live process whose environment holds the variable `$1` (one grep
-# over all of /proc; processes that vanish meanwhile are skipped).
-marked() {
-  local file pid
-  while IFS= read -r file; do
-    pid=${file#/proc/}
-    pid=${pid%/environ}
-    if alive "$pid"; then printf '%s\n' "$pid"; fi
-  done < <(grep -lzxF -- "$1" /proc/[0-9]*/environ 2>/dev/null || true)
-}
 
 # Where the loop was at time `$2` (microseconds) by the scripts' log `$1`:
 # in a script, between scripts, or before the first.
@@ -150,7 +277,9 @@ one_run() {
   ms=$(( 50 + RANDOM % 1500 ))
   delay=$(printf '%d.%03d' $(( ms / 1000 )) $(( ms % 1000 )))
   grace=$(printf '%d.%03d' $(( RANDOM % 5 )) $(( RANDOM % 1000 )))
-  (cd "$dir" && exec env "$mark" STRESS_QUICK="$quick" "$loopx" run stress \
+  # A `&` job of a non-interactive shell starts with SIGINT ignored, and
+  # loopx keeps a signal ignored on entry: give it the default back.
+  (cd "$dir" && exec env --default-signal=INT "$mark" STRESS_QUICK="$quick" "$loopx" run stress \
     >/dev/null 2>"$dir/stderr") &
   pid=$!
   sleep "$delay"

@@ -208,4 +208,8 @@ echo "== npm package tests (dist/npm)"
 # moments: right exit code, no process left alive). By hand: -n 100.
 echo "== scripts/stress.sh (small count)"
 scripts/stress.sh -n "${LOOPX_STRESS_RUNS:-12}" -j 4
+# SIGTERM through the npm shim right after the script's first line, under
+# CPU load: exit 143 every time, nothing left alive. By hand: -n 1000.
+echo "== scripts/stress.sh --shim"
+scripts/stress.sh --shim -n "${LOOPX_SHIM_STRESS_RUNS:-100}" -j 8
 echo "== no process left behind"

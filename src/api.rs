@@ -39,10 +39,11 @@
 use std::io::{self, Write};
 use std::os::fd::RawFd;
 
-use crate::engine::{self, Observer, RunOptions};
+use crate::engine::{self, Observer};
 use crate::error::Error;
 use crate::json::write_json_string;
 use crate::output::{self, Output};
+use crate::run_options::RunOptions;
 use crate::supervisor::Supervisor;
 
 pub const PROTOCOL: &str = "1";
@@ -74,6 +75,10 @@ impl Observer for Api {
 
     fn channel(&self) -> Option<RawFd> {
         Some(0)
+    }
+
+    fn owns_stdout(&self) -> bool {
+        true
     }
 }
 

@@ -6,21 +6,27 @@ use std::ffi::OsString;
 
 use lexopt::prelude::*;
 
-use crate::engine::RunOptions;
 use crate::error::Error;
 use crate::install::InstallArgs;
 use crate::output::Output;
 use crate::run_flags::{self, help_requested, Parsed};
+use crate::run_options::RunOptions;
 
 const TOP_HELP: &str = "loopx --help";
 const RUN_HELP: &str = "loopx run --help";
 const INSTALL_HELP: &str = "loopx install --help";
+const RESUME_HELP: &str = "loopx resume --help";
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub enum Command {
     TopHelp,
     Version,
-    Output(Output),
+    /// `loopx output`: §4.3's fields, and the extension fields as JSON
+    /// values in their fixed order.
+    Output {
+        out: Output,
+        extensions: Vec<(&'static str, String)>,
+    },
     EnvSet {
         name: String,
         value: String,
@@ -33,6 +39,12 @@ pub enum Command {
     Run(RunOptions),
     InstallHelp,
     Install(InstallArgs),
+    /// `loopx resume [<run-id>] [options]` (beyond the spec).
+    ResumeHelp,
+    Resume {
+        id: Option<String>,
+        given: crate::run_flags::Given,
+    },
     /// `loopx status [--json]`: the runs alive now.
     Status {
         json: bool,
@@ -72,6 +84,13 @@ pub fn parse(args: Vec<OsString>) -> Result<Command, Error> {
         "run" => parse_run(rest),
         "version" => no_arguments(rest, "version").map(|_| Command::Version),
         "output" => parse_output(rest),
+        "resume" => match crate::run_flags::parse_resume(rest) {
+            Ok(crate::run_flags::ParsedResume::Help) => Ok(Command::ResumeHelp),
+            Ok(crate::run_flags::ParsedResume::Resume { id, given }) => {
+                Ok(Command::Resume { id, given })
+            }
+            Err(message) => Err(Error::usage(message, RESUME_HELP)),
+        },
         "env" => parse_env(rest),
         "install" => parse_install(rest),
         "status" => parse_status(rest),
@@ -96,7 +115,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Command, Error> {
         )),
         other => Err(Error::usage(
             format!(
-                "unknown command '{other}' (commands: run, version, output, env, install, status); \
+                "unknown command '{other}' (commands: run, version, output, env, install, status, resume); \
                  to run a workflow named '{other}': loopx run {other}"
             ),
             TOP_HELP,
@@ -144,9 +163,33 @@ fn parse_output(rest: Vec<OsString>) -> Result<Command, Error> {
     let mut seen_result = false;
     let mut seen_goto = false;
     let mut seen_stop = false;
+    let mut retry_after: Option<String> = None;
+    let mut cost_usd: Option<String> = None;
     let usage = |msg: String| Error::usage(msg, TOP_HELP);
     while let Some(arg) = p.next().map_err(|e| usage(format!("loopx output: {e}")))? {
         let name = option_name(&arg);
+        let extension = match arg {
+            Long("retry-after") => Some((&mut retry_after, "retry_after")),
+            Long("cost-usd") => Some((&mut cost_usd, "cost_usd")),
+            _ => None,
+        };
+        if let Some((slot, _)) = extension {
+            if slot.is_some() {
+                return Err(usage(format!("option '{name}' given more than once")));
+            }
+            let value = lossy(
+                p.value()
+                    .map_err(|_| usage(format!("option '{name}' needs a value")))?,
+            );
+            let json = if name == "--retry-after" {
+                crate::wait::output_retry_after(&value)
+            } else {
+                crate::wait::output_cost_usd(&value)
+            }
+            .map_err(|why| usage(format!("invalid value '{value}' for {name}: {why}")))?;
+            *slot = Some(json);
+            continue;
+        }
         let seen = match arg {
             Long("result") => &mut seen_result,
             Long("goto") => &mut seen_goto,
@@ -159,7 +202,7 @@ fn parse_output(rest: Vec<OsString>) -> Result<Command, Error> {
             }
             _ => {
                 return Err(usage(format!(
-                    "unknown option '{name}' for 'loopx output' (options: --result <value>, --goto <target>, --stop)"
+                    "unknown option '{name}' for 'loopx output' (options: --result <value>, --goto <target>, --stop, --retry-after <when>, --cost-usd <usd>)"
                 )))
             }
         };
@@ -181,12 +224,18 @@ fn parse_output(rest: Vec<OsString>) -> Result<Command, Error> {
             out.goto = Some(value);
         }
     }
-    if !(seen_result || seen_goto || seen_stop) {
+    if !(seen_result || seen_goto || seen_stop || retry_after.is_some() || cost_usd.is_some()) {
         return Err(usage(
-            "loopx output needs at least one of --result <value>, --goto <target>, --stop".into(),
+            "loopx output needs at least one of --result <value>, --goto <target>, --stop, \
+             --retry-after <when>, --cost-usd <usd>"
+                .into(),
         ));
     }
-    Ok(Command::Output(out))
+    let extensions = [("retry_after", retry_after), ("cost_usd", cost_usd)]
+        .into_iter()
+        .filter_map(|(k, v)| Some((k, v?)))
+        .collect();
+    Ok(Command::Output { out, extensions })
 }
 
 /// `loopx status [--json]`. Beyond the spec, so it takes nothing else (a
@@ -311,7 +360,15 @@ fn parse_install(rest: Vec<OsString>) -> Result<Command, Error> {
             yes,
         })),
         n => Err(Error::usage(
-            format!("expected one source, got {n}: {}", sources.join(" ")),
+            format!(
+                "expected one source, got {n}: {}",
+                // Sources may carry credentials (install::redact).
+                sources
+                    .iter()
+                    .map(|s| crate::install::redact::url(s))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
             INSTALL_HELP,
         )),
     }
@@ -459,12 +516,13 @@ mod tests {
 
     #[test]
     fn output_flags() {
-        let out = |r: Option<&str>, g: Option<&str>, s: bool| {
-            Command::Output(Output {
+        let out = |r: Option<&str>, g: Option<&str>, s: bool| Command::Output {
+            out: Output {
                 result: r.map(String::from),
                 goto: g.map(String::from),
                 stop: s,
-            })
+            },
+            extensions: Vec::new(),
         };
         assert_eq!(
             parse_strs(&["output", "--result", "x"]).unwrap(),

@@ -9,182 +9,32 @@ use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::discovery::{self, Discovery, Script, Workflow};
+use crate::bounded_read::Interrupt;
+use crate::checkpoint::{self, Checkpoint, Keeper};
+use crate::clock;
+use crate::discovery::{self, Discovery, Workflow};
 use crate::duration;
 use crate::env;
 use crate::error::Error;
-use crate::json::Object;
+use crate::json;
 use crate::messages;
 use crate::output::{self, Output};
 use crate::process::{self, Launch, Status};
-use crate::report::{Done, Reporter, ScriptRun};
+use crate::report::{self, Done, Reporter, ScriptRun};
+use crate::resolve::{self, Resolved};
+use crate::resume;
+use crate::run_options::RunOptions;
 use crate::runtime;
 use crate::script_env::ScriptEnv;
+use crate::shim_parent;
 use crate::signals::Signals;
 use crate::supervisor::{self, Ending, Finished, Supervisor};
-use crate::target;
 use crate::terminal::Terminal;
 use crate::version_check;
-
-/// What a run is asked to do: `loopx run`'s options (run_flags.rs) and the
-/// JS API's (api.rs), the same for both.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunOptions {
-    /// Unvalidated: target validation happens after discovery (§4.1).
-    pub target: String,
-    /// `-n` (§4.2).
-    pub max_iterations: Option<u64>,
-    /// `-e` (§8.2), relative to the project root.
-    pub env_file: Option<PathBuf>,
-    /// `--timeout`: the longest one script run may take.
-    pub timeout: Option<Duration>,
-    /// `--max-time`: no script run starts once this much time has passed.
-    pub max_time: Option<Duration>,
-    /// `--retry`: how many more times a failed script run is tried.
-    pub retry: u64,
-    /// `--retry-delay`: the wait before the first retry, doubled after.
-    pub retry_delay: Duration,
-    /// `--log`: the JSONL run record (report.rs); `LOOPX_LOG` otherwise.
-    pub log: Option<PathBuf>,
-    /// `--verbose`: one line per script run on stderr.
-    pub verbose: bool,
-}
-
-/// `--retry-delay`'s default.
-pub const RETRY_DELAY: Duration = Duration::from_secs(10);
+use crate::wait;
 
 /// Retry delays double up to this.
 const RETRY_DELAY_CAP: Duration = Duration::from_secs(30 * 60);
-
-impl Default for RunOptions {
-    fn default() -> RunOptions {
-        RunOptions {
-            target: String::new(),
-            max_iterations: None,
-            env_file: None,
-            timeout: None,
-            max_time: None,
-            retry: 0,
-            retry_delay: RETRY_DELAY,
-            log: None,
-            verbose: false,
-        }
-    }
-}
-
-impl RunOptions {
-    /// The options as the run log's `run_start` records them.
-    pub fn to_json(&self) -> String {
-        let ms = |d: Option<Duration>| d.map(|d| d.as_millis() as u64);
-        let env_file = self.env_file.as_ref().map(|p| p.to_string_lossy());
-        Object::default()
-            .opt_num("max_iterations", self.max_iterations)
-            .opt_str("env_file", env_file.as_deref())
-            .opt_num("timeout_ms", ms(self.timeout))
-            .opt_num("max_time_ms", ms(self.max_time))
-            .num("retry", self.retry)
-            .num("retry_delay_ms", self.retry_delay.as_millis() as u64)
-            .finish()
-    }
-
-    #[cfg(test)]
-    pub fn new(target: &str) -> RunOptions {
-        RunOptions {
-            target: target.to_string(),
-            ..RunOptions::default()
-        }
-    }
-}
-
-/// A resolved script: the workflow it belongs to and the script itself.
-#[derive(Clone, Copy)]
-pub struct Resolved<'d> {
-    pub workflow: &'d Workflow,
-    pub script: &'d Script,
-}
-
-impl Resolved<'_> {
-    pub fn label(&self) -> String {
-        format!("{}:{}", self.workflow.name, self.script.name)
-    }
-}
-
-/// §7.1 step 3: the starting target of `loopx run`.
-pub fn resolve_start<'d>(d: &'d Discovery, raw: &str) -> Result<Resolved<'d>, Error> {
-    let parsed = target::parse(raw).map_err(|why| Error::InvalidTarget {
-        target: raw.to_string(),
-        why,
-    })?;
-    let (w, s, script_given) = parsed.for_run();
-    let workflow = d.workflows.get(w).ok_or_else(|| Error::UnknownWorkflow {
-        workflow: w.to_string(),
-        available: d.workflow_names(),
-        goto_from: None,
-    })?;
-    let script = workflow.scripts.get(s).ok_or_else(|| {
-        if script_given {
-            Error::UnknownScript {
-                workflow: w.to_string(),
-                script: s.to_string(),
-                available: workflow.script_names(),
-                goto_from: None,
-            }
-        } else {
-            Error::MissingIndex {
-                workflow: w.to_string(),
-                available: workflow.script_names(),
-            }
-        }
-    })?;
-    Ok(Resolved { workflow, script })
-}
-
-/// §7.1 step 11a–d: a goto value, resolved from the script that issued it.
-pub fn resolve_goto<'d>(
-    d: &'d Discovery,
-    raw: &str,
-    from: &Resolved<'d>,
-) -> Result<Resolved<'d>, Error> {
-    let parsed = target::parse(raw).map_err(|why| Error::InvalidGoto {
-        goto: raw.to_string(),
-        from: from.label(),
-        why,
-    })?;
-    let (w, s) = parsed.for_goto(&from.workflow.name);
-    // Name the goto value as written, not only its resolved parts (§7.2).
-    let goto_from = Some(format!("'{raw}' from {}", from.label()));
-    let workflow = d.workflows.get(w).ok_or_else(|| Error::UnknownWorkflow {
-        workflow: w.to_string(),
-        available: d.workflow_names(),
-        goto_from: goto_from.clone(),
-    })?;
-    let script = workflow
-        .scripts
-        .get(s)
-        .ok_or_else(|| Error::UnknownScript {
-            workflow: w.to_string(),
-            script: s.to_string(),
-            available: workflow.script_names(),
-            goto_from,
-        })?;
-    Ok(Resolved { workflow, script })
-}
-
-/// What the next iteration runs and what it reads on stdin (§2.3, §6.6).
-fn next<'d>(
-    d: &'d Discovery,
-    start: Resolved<'d>,
-    current: &Resolved<'d>,
-    out: Output,
-) -> Result<(Resolved<'d>, Option<String>), Error> {
-    match out.goto {
-        // The result travels only along a goto, and goto without a result
-        // gives the target an empty stdin.
-        Some(goto) => Ok((resolve_goto(d, &goto, current)?, out.result)),
-        // No goto: back to the starting target, with empty stdin.
-        None => Ok((start, None)),
-    }
-}
 
 /// §3.2 "Cross-workflow version checking": each workflow's version
 /// declaration is checked once, on first entry during this run. The loop only
@@ -214,6 +64,7 @@ fn own_binary() -> Result<PathBuf, Error> {
 pub fn prepare(
     project_root: &Path,
     args: &RunOptions,
+    interrupt: &mut dyn Interrupt,
 ) -> Result<(Discovery, Vec<(OsString, OsString)>), Error> {
     if !discovery::has_loopx_dir(project_root) {
         return Err(Error::NoLoopxDir {
@@ -229,7 +80,7 @@ pub fn prepare(
         });
     }
     let env_file = args.env_file.as_ref().map(|p| project_root.join(p));
-    let vars = env::load_for_run(env_file.as_deref())?;
+    let vars = env::load_for_run(env_file.as_deref(), interrupt)?;
     Ok((d, vars))
 }
 
@@ -248,9 +99,21 @@ pub trait Observer {
         false
     }
 
+    /// Whether loopx's stdout is this observer's (the API's channel), so
+    /// the run log cannot go there (`--log -`, run_log.rs).
+    fn owns_stdout(&self) -> bool {
+        false
+    }
+
     /// The consumer's request channel (supervisor.rs). Only the API has one.
     fn channel(&self) -> Option<RawFd> {
         None
+    }
+
+    /// Whether the run keeps a resume checkpoint. Only the CLI: an API run
+    /// belongs to the program that started it.
+    fn keeps_checkpoint(&self) -> bool {
+        false
     }
 }
 
@@ -263,6 +126,10 @@ impl Observer for Cli {
     }
 
     fn shares_terminal(&self) -> bool {
+        true
+    }
+
+    fn keeps_checkpoint(&self) -> bool {
         true
     }
 }
@@ -293,9 +160,37 @@ struct Loop<'o> {
     sup: Supervisor,
     runtimes: runtime::Runtimes,
     env: ScriptEnv,
+    run_id: String,
     /// When no further script run may start (`--max-time`).
     budget_end: Option<Instant>,
     iterations: u64,
+    /// The resume checkpoint (CLI runs only), and whether the input it
+    /// holds is the current one.
+    keeper: Option<Keeper>,
+    input_saved: bool,
+    /// What the scripts reported spending (`cost_usd`), and whether any did.
+    cost: f64,
+    cost_reported: bool,
+    /// Active time before this process took the run over (a resume), and
+    /// when it did: downtime in between does not count (`--max-time`).
+    active_before: Duration,
+    started: Instant,
+}
+
+/// Where one iteration's script starts: its first run, or where a
+/// checkpoint left it.
+#[derive(Clone, Copy, Default)]
+struct StepStart {
+    attempt: u64,
+    waits: u64,
+    wait_until_ms: Option<i64>,
+}
+
+/// How an iteration's script ended, with its retries and waits.
+enum Step {
+    Output(Output),
+    /// A budget was spent between two runs of the script.
+    Done(Done),
 }
 
 /// A script run that did not succeed, and whether a retry may follow.
@@ -338,18 +233,14 @@ fn judge(finished: &Finished, label: &str, script: &Path, timeout: Option<Durati
             };
             failed(error, false, String::new())
         }
-        (Ending::TimedOut, _) => {
-            let after = timeout.unwrap_or_default();
-            let how = format!("timed out after {}", duration::format(after));
-            failed(
-                Error::TimedOut {
-                    script: label,
-                    after,
-                },
-                true,
-                how,
-            )
-        }
+        (Ending::TimedOut, _) => failed(
+            Error::TimedOut {
+                script: label,
+                after: timeout.unwrap_or_default(),
+            },
+            true,
+            report::ending(finished, timeout),
+        ),
         (Ending::Natural, Status::Code(0)) => Verdict::Success,
         // §5.1: a script file removed mid-loop fails as a launch error.
         (Ending::Natural, Status::Code(_)) if !script.exists() => {
@@ -369,7 +260,7 @@ fn judge(finished: &Finished, label: &str, script: &Path, timeout: Option<Durati
             )
         }
         (Ending::Natural, Status::Code(code)) => {
-            let how = format!("failed (exit {code})");
+            let how = format!("failed ({})", report::ending(finished, None));
             failed(
                 Error::ScriptFailed {
                     script: label,
@@ -380,7 +271,7 @@ fn judge(finished: &Finished, label: &str, script: &Path, timeout: Option<Durati
             )
         }
         (Ending::Natural, Status::Signal(signal)) => {
-            let how = format!("failed (killed by {})", crate::error::signal_name(signal));
+            let how = format!("failed ({})", report::ending(finished, None));
             failed(
                 Error::ScriptKilled {
                     script: label,
@@ -406,24 +297,34 @@ fn retry_delay(first: Duration, n: u64) -> Duration {
 }
 
 impl Loop<'_> {
-    /// One iteration's script, with its retries (`--retry`): a retry runs it
-    /// again with the same input and is not an iteration (-n).
-    fn run_with_retries(
+    /// One iteration's script, with its retries (`--retry`) and the waits
+    /// it asks for (`retry_after`): each runs it again with the same input
+    /// and is not an iteration (-n).
+    fn run_step(
         &mut self,
         current: &Resolved,
         stdin: Option<&str>,
-    ) -> Result<Output, Error> {
+        start: StepStart,
+    ) -> Result<Step, Error> {
         let label = current.label();
         let iteration = self.iterations.to_string();
-        let mut attempt: u64 = 1;
+        let (mut attempt, mut waits) = (start.attempt.max(1), start.waits);
+        if let Some(until) = start.wait_until_ms {
+            // A resumed run waits out the wait it was in, to the same time.
+            self.wait_until(&label, stdin, waits, until)?;
+        }
         loop {
+            if let Some(done) = self.cost_spent() {
+                return Ok(Step::Done(done));
+            }
+            self.checkpoint(&label, stdin, attempt, waits, None);
             let run = ScriptRun {
                 iteration: self.iterations,
                 attempt,
                 label: &label,
             };
             self.report.script_start(&run);
-            let mut finished = self.run_once(current, &label, stdin, &iteration, attempt)?;
+            let mut finished = self.run_once(current, &label, stdin, &iteration, attempt, waits)?;
             let verdict = judge(&finished, &label, &current.script.path, self.opts.timeout);
             if let (Ending::TimedOut, Some(after)) = (finished.ending, self.opts.timeout) {
                 self.report.timeout(&run, after);
@@ -433,15 +334,46 @@ impl Loop<'_> {
                     let stdout = std::mem::take(&mut finished.stdout);
                     self.report.inspect_stdout(&run, &stdout);
                     let stdout_bytes = stdout.len();
-                    let (out, structured) = output::parse_structured(stdout);
-                    self.report
-                        .script_end(&run, &finished, stdout_bytes, Some((&out, structured)));
-                    return Ok(out);
+                    let (out, structured, ext) = output::parse_with_extensions(stdout);
+                    let cost = ext.cost_usd.filter(|_| ext.invalid.is_none());
+                    self.report.script_end(
+                        &run,
+                        &finished,
+                        stdout_bytes,
+                        Some((&out, structured)),
+                        cost,
+                    );
+                    if let Some(bad) = ext.invalid {
+                        return Err(Error::InvalidExtension {
+                            script: label,
+                            field: bad.field,
+                            value: bad.value,
+                            why: bad.why,
+                        });
+                    }
+                    if let Some(c) = cost {
+                        self.cost += c;
+                        self.cost_reported = true;
+                    }
+                    // §2.3: stop ends the loop whatever else the output asks.
+                    let Some(retry_after) = ext.retry_after.filter(|_| !out.stop) else {
+                        return Ok(Step::Output(out));
+                    };
+                    if out.goto.is_some() && self.opts.verbose {
+                        messages::notice(&format!(
+                            "note: {label} gave a goto beside retry_after; the goto is ignored"
+                        ));
+                    }
+                    waits += 1;
+                    attempt = 1;
+                    let until = retry_after.deadline_ms(clock::now_ms());
+                    self.wait_until(&label, stdin, waits, until)?;
+                    continue;
                 }
                 Verdict::Failed(failure) => failure,
             };
             self.report
-                .script_end(&run, &finished, finished.stdout.len(), None);
+                .script_end(&run, &finished, finished.stdout.len(), None, None);
             if !failure.retryable || attempt > self.opts.retry {
                 return Err(failure.error);
             }
@@ -465,6 +397,108 @@ impl Loop<'_> {
         }
     }
 
+    /// A wait until `until_ms` (wall clock) before running `label` again, if
+    /// `--max-wait` and `--max-time` allow it; else the run ends, resumable
+    /// (exit 75). The deadline is re-read from the clock at least once a
+    /// minute, so a machine that sleeps or a clock that jumps does not
+    /// stretch the wait.
+    fn wait_until(
+        &mut self,
+        label: &str,
+        stdin: Option<&str>,
+        waits: u64,
+        until_ms: i64,
+    ) -> Result<(), Error> {
+        let now = clock::now_ms();
+        // Saved first: a run that stops here, or dies waiting, resumes into
+        // the same wait.
+        self.checkpoint(label, stdin, 1, waits, Some(until_ms));
+        let budget = self.budget_end.map(|end| {
+            let limit = self.opts.max_time.unwrap_or_default();
+            (limit, end.saturating_duration_since(Instant::now()))
+        });
+        let shown = format!(
+            "{} (in {})",
+            wait::shown_time(until_ms, now),
+            wait::shown_in(until_ms, now)
+        );
+        let wait = wait::check(until_ms, now, self.opts.max_wait, budget).map_err(|bound| {
+            Error::WaitTooLong {
+                script: label.to_string(),
+                until: shown,
+                bound,
+                run_id: self.run_id.clone(),
+            }
+        })?;
+        messages::notice(&wait::announce(label, until_ms, now));
+        let run = ScriptRun {
+            iteration: self.iterations,
+            attempt: 1,
+            label,
+        };
+        self.report.wait(&run, until_ms, wait);
+        loop {
+            let left = until_ms - clock::now_ms();
+            if left <= 0 {
+                return Ok(());
+            }
+            let nap = Duration::from_millis(u64::try_from(left.min(60_000)).unwrap_or(0));
+            self.sup.sleep(nap)?;
+        }
+    }
+
+    /// Active time so far, resumes included.
+    fn active(&self) -> Duration {
+        self.active_before + self.started.elapsed()
+    }
+
+    /// Saves where the run is, before a script runs or a wait begins.
+    fn checkpoint(
+        &mut self,
+        label: &str,
+        stdin: Option<&str>,
+        attempt: u64,
+        waits: u64,
+        wait_until_ms: Option<i64>,
+    ) {
+        let active_ms = self.active().as_millis() as u64;
+        let Some(keeper) = &mut self.keeper else {
+            return;
+        };
+        let input = match (self.input_saved, stdin) {
+            (true, _) => checkpoint::Input::Unchanged,
+            (false, None) => checkpoint::Input::None,
+            (false, Some(text)) => checkpoint::Input::New(text.as_bytes()),
+        };
+        keeper.save(&checkpoint::Progress {
+            script: label,
+            input,
+            iteration: self.iterations,
+            attempt,
+            waits,
+            wait_until_ms,
+            active_ms,
+            cost_usd: self.cost,
+        });
+        self.input_saved = true;
+    }
+
+    /// `--max-cost`: whether the money budget is spent, saying so once it is.
+    fn cost_spent(&self) -> Option<Done> {
+        let max = self.opts.max_cost?;
+        if !self.cost_reported || self.cost < max {
+            return None;
+        }
+        let n = self.iterations;
+        messages::notice(&format!(
+            "stopped: --max-cost {} reached after {n} iteration{} ({})",
+            json::number_to_js_string(max),
+            if n == 1 { "" } else { "s" },
+            wait::dollars(self.cost)
+        ));
+        Some(Done::MaxCost)
+    }
+
     fn run_once(
         &mut self,
         current: &Resolved,
@@ -472,11 +506,13 @@ impl Loop<'_> {
         stdin: Option<&str>,
         iteration: &str,
         attempt: u64,
+        waits: u64,
     ) -> Result<Finished, Error> {
         let program = self
             .runtimes
             .program_for(current.workflow, current.script, label)?;
         let attempt = attempt.to_string();
+        let waits = waits.to_string();
         let mut extra: Vec<(&OsStr, &OsStr)> = vec![
             (
                 OsStr::new("LOOPX_WORKFLOW"),
@@ -484,6 +520,7 @@ impl Loop<'_> {
             ),
             (OsStr::new("LOOPX_ITERATION"), OsStr::new(iteration)),
             (OsStr::new("LOOPX_ATTEMPT"), OsStr::new(&attempt)),
+            (OsStr::new("LOOPX_WAITS"), OsStr::new(&waits)),
         ];
         extra.extend(
             program
@@ -523,22 +560,157 @@ impl Loop<'_> {
     }
 }
 
-/// `loopx run <target>` (and the API's machine mode through `observer`).
+/// Where a run begins: anew, or where a checkpoint left it.
+enum Origin {
+    New,
+    Resumed(Box<Keeper>),
+}
+
+/// `loopx run <target>` (and the API's machine mode through `observer`);
+/// with `--resume`, this project's latest resumable run of the target if
+/// there is one.
 pub fn run(opts: &RunOptions, observer: &mut dyn Observer) -> Result<(), Error> {
-    let run_id = run_id();
-    let project_root = std::env::current_dir()
-        .map_err(|e| Error::io("cannot determine the current directory", e))?;
+    if opts.resume && observer.keeps_checkpoint() {
+        let root = project_root()?;
+        if let (Some(dir), Some(root)) = (checkpoint::dir(), root.to_str()) {
+            if let Some(id) = resume::find(&dir, root, Some(&opts.target), None)? {
+                let (ckpt, record) = resume::take(&dir, &id)?;
+                return execute(
+                    opts,
+                    observer,
+                    Origin::Resumed(Box::new(Keeper::new(ckpt, record))),
+                );
+            }
+        }
+    }
+    execute(opts, observer, Origin::New)
+}
+
+/// `loopx resume [<run-id>] [options]`: the run named by a unique prefix of
+/// its id, else the current project's most recent resumable run. `given`
+/// applies the options given to `resume` over the saved ones.
+pub fn resume(
+    prefix: Option<&str>,
+    given: impl FnOnce(RunOptions) -> RunOptions,
+) -> Result<(), Error> {
+    let root = project_root()?;
+    let dir = checkpoint::dir().ok_or_else(|| Error::NothingToResume {
+        what: "(no HOME or XDG_STATE_HOME to keep checkpoints in)".to_string(),
+        available: Vec::new(),
+    })?;
+    let root_text = root.to_string_lossy();
+    let id =
+        resume::find(&dir, &root_text, None, prefix)?.ok_or_else(|| Error::NothingToResume {
+            what: format!("in {root_text}"),
+            available: Vec::new(),
+        })?;
+    let (ckpt, record) = resume::take(&dir, &id)?;
+    if Path::new(&record.root) != root {
+        std::env::set_current_dir(&record.root)
+            .map_err(|e| Error::io(format!("cannot resume in {}", record.root), e))?;
+    }
+    let opts = given(RunOptions::from_saved(&record.target, &record.options));
+    execute(
+        &opts,
+        &mut Cli,
+        Origin::Resumed(Box::new(Keeper::new(ckpt, record))),
+    )
+}
+
+fn project_root() -> Result<PathBuf, Error> {
+    std::env::current_dir().map_err(|e| Error::io("cannot determine the current directory", e))
+}
+
+fn execute(opts: &RunOptions, observer: &mut dyn Observer, origin: Origin) -> Result<(), Error> {
+    let project_root = project_root()?;
+    let run_id = match &origin {
+        Origin::New => run_id(),
+        Origin::Resumed(keeper) => keeper.record().run_id.clone(),
+    };
     // `--log` wins over LOOPX_LOG; a relative path is the project root's.
     let log = opts.log.clone().or_else(|| {
         std::env::var_os("LOOPX_LOG")
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     });
-    let mut report = Reporter::new(log.as_deref(), opts.verbose, &run_id)?;
-    report.run_start(&opts.target, &opts.to_json(), &project_root);
-    let result = run_loop(opts, observer, &mut report, &project_root, &run_id);
-    report.run_end(&result);
+    let mut report = Reporter::new(
+        log.as_deref(),
+        opts.verbose,
+        &run_id,
+        observer.owns_stdout(),
+    )?;
+    match &origin {
+        Origin::New => report.run_start(&opts.target, &opts.to_json(), &project_root),
+        Origin::Resumed(keeper) => report.run_resume(
+            &opts.target,
+            &opts.to_json(),
+            &project_root,
+            keeper.record().iteration,
+        ),
+    }
+    let mut state = Ended::default();
+    let result = run_loop(
+        opts,
+        observer,
+        &mut report,
+        &project_root,
+        &run_id,
+        origin,
+        &mut state,
+    );
+    report.run_end(&result, state.cost_reported.then_some(state.cost));
+    if let Some(keeper) = state.keeper {
+        match &result {
+            Ok(_) => keeper.finish(),
+            Err(err) => keeper.end(
+                checkpoint::Ended {
+                    reason: err.reason().to_string(),
+                    exit_code: err.exit_code(),
+                    at_ms: clock::now_ms(),
+                },
+                state.active_ms,
+                state.cost,
+            ),
+        }
+    }
     result.map(|_| ())
+}
+
+/// What the loop hands back for the end of the run: the checkpoint to
+/// finish or keep, and the totals it records.
+#[derive(Default)]
+struct Ended {
+    keeper: Option<Keeper>,
+    cost: f64,
+    cost_reported: bool,
+    active_ms: u64,
+}
+
+/// A new checkpoint for this run, when it can be kept (CLI runs with a
+/// home to keep it in and a project root that is text).
+fn new_keeper(run_id: &str, root: &Path, opts: &RunOptions) -> Option<Keeper> {
+    let dir = checkpoint::dir()?;
+    let now = clock::now_ms();
+    checkpoint::prune(&dir, now);
+    let ckpt = Checkpoint::create(&dir, run_id).ok()?;
+    let record = checkpoint::Record {
+        run_id: run_id.to_string(),
+        root: root.to_str()?.to_string(),
+        target: opts.target.clone(),
+        options: opts.saved(),
+        script: String::new(),
+        input: None,
+        iteration: 0,
+        attempt: 1,
+        waits: 0,
+        wait_until_ms: None,
+        active_ms: 0,
+        cost_usd: 0.0,
+        started_ms: now,
+        updated_ms: now,
+        ended: None,
+    };
+    Some(Keeper::new(ckpt, record))
 }
 
 fn run_loop(
@@ -547,18 +719,50 @@ fn run_loop(
     report: &mut Reporter,
     project_root: &Path,
     run_id: &str,
+    origin: Origin,
+    ended: &mut Ended,
 ) -> Result<Done, Error> {
-    let signals = Signals::install().map_err(|e| Error::io("cannot install signal handlers", e))?;
+    let mut signals =
+        Signals::install().map_err(|e| Error::io("cannot install signal handlers", e))?;
+    // After the handlers: a shim that is gone already ends the run as SIGTERM.
+    shim_parent::watch(&mut signals);
     process::become_subreaper();
-    let (d, vars) = prepare(project_root, opts)?;
-    let start = resolve_start(&d, &opts.target)?;
+    // A resumed run keeps its checkpoint whatever happens next.
+    let resumed = match origin {
+        Origin::Resumed(keeper) => Some(ended.keeper.insert(*keeper).record().clone()),
+        Origin::New => None,
+    };
+    // The handlers are in place (SA_RESTART): reading an env file that is a
+    // pipe must watch them, or an interrupt could not end it.
+    let (d, vars) = prepare(project_root, opts, &mut signals)?;
+    let start = resolve::start(&d, &opts.target)?;
     if opts.max_iterations == Some(0) {
         // §7.1 step 4: validated, nothing runs, no version check.
         return Ok(Done::MaxIterations);
     }
+    // Where the first iteration starts: the target, or the saved script.
+    let (mut current, mut stdin, mut step) = match &resumed {
+        None => (start, None, StepStart::default()),
+        Some(r) => {
+            let input = ended
+                .keeper
+                .as_ref()
+                .map(Keeper::input)
+                .transpose()
+                .map_err(|e| Error::io(format!("cannot read the saved input of run {run_id}"), e))?
+                .flatten();
+            let step = StepStart {
+                attempt: r.attempt,
+                waits: r.waits,
+                wait_until_ms: r.wait_until_ms,
+            };
+            let input = input.map(|b| String::from_utf8_lossy(&b).into_owned());
+            (resolve::start(&d, &r.script)?, input, step)
+        }
+    };
     // §7.1 step 5: the starting workflow, before the first iteration.
     let mut entered = EnteredWorkflows::default();
-    entered.enter(start.workflow);
+    entered.enter(current.workflow);
 
     // §8.3: loopx's own variables override the env files, which override the
     // inherited environment.
@@ -572,6 +776,10 @@ fn run_loop(
     ];
     let terminal = observer.shares_terminal().then(Terminal::detect).flatten();
     report.loop_start(project_root, &opts.target, run_id);
+    if resumed.is_none() && observer.keeps_checkpoint() {
+        ended.keeper = new_keeper(run_id, project_root, opts);
+    }
+    let active_before = Duration::from_millis(resumed.as_ref().map_or(0, |r| r.active_ms));
     let mut lp = Loop {
         opts,
         sup: Supervisor::new(signals, observer.channel(), terminal),
@@ -581,41 +789,97 @@ fn run_loop(
             runtime::Settings::from_env(&vars),
             project_root.to_path_buf(),
         ),
-        env: ScriptEnv::new(std::env::vars_os(), &[&vars, &own]),
-        budget_end: opts.max_time.and_then(supervisor::deadline),
-        iterations: 0,
+        // The shim's pid is for loopx alone (shim_parent.rs).
+        env: ScriptEnv::new(
+            std::env::vars_os().filter(|(k, _)| k != shim_parent::VAR),
+            &[&vars, &own],
+        ),
+        run_id: run_id.to_string(),
+        budget_end: opts
+            .max_time
+            .and_then(|max| supervisor::deadline(max.saturating_sub(active_before))),
+        iterations: resumed
+            .as_ref()
+            .map_or(0, |r| r.iteration.saturating_sub(1)),
+        keeper: ended.keeper.take(),
+        input_saved: resumed.is_some(),
+        cost: resumed.as_ref().map_or(0.0, |r| r.cost_usd),
+        cost_reported: resumed.as_ref().is_some_and(|r| r.cost_usd > 0.0),
+        active_before,
+        started: Instant::now(),
         report,
     };
-    lp.runtimes.require_bash(start.workflow, start.script)?;
-    let mut current = start;
-    let mut stdin: Option<String> = None;
-    loop {
-        // §7.3: between iterations, an interrupt exits at once.
-        lp.sup.between_scripts()?;
-        if lp.budget_spent() {
-            return Ok(Done::MaxTime);
-        }
-        lp.iterations += 1;
-        let out = lp.run_with_retries(&current, stdin.as_deref())?;
-        // §2.3: stop beats goto; §7.1 step 10: the -n limit ends the loop
-        // after the final output, which is still observed.
-        let limit = opts.max_iterations.is_some_and(|max| lp.iterations >= max);
-        let last = out.stop || limit;
-        if !observer.output(&out, last, &mut lp.sup)? {
-            return Ok(Done::Consumer);
-        }
-        if last {
-            return Ok(if out.stop {
-                Done::Stop
-            } else {
-                Done::MaxIterations
-            });
-        }
-        let previous = current.workflow;
-        (current, stdin) = next(&d, start, &current, out)?;
-        if !std::ptr::eq(previous, current.workflow) {
-            // §7.1 step 11e: after the goto target is resolved, before it runs.
-            entered.enter(current.workflow);
+    let result = lp.iterate(
+        &d,
+        start,
+        &mut current,
+        &mut stdin,
+        &mut step,
+        observer,
+        &mut entered,
+    );
+    ended.keeper = lp.keeper.take();
+    ended.cost = lp.cost;
+    ended.cost_reported = lp.cost_reported;
+    ended.active_ms = lp.active().as_millis() as u64;
+    result
+}
+
+impl<'d> Loop<'_> {
+    /// The loop itself (§7.1 steps 6–11).
+    #[allow(clippy::too_many_arguments)]
+    fn iterate(
+        &mut self,
+        d: &'d Discovery,
+        start: Resolved<'d>,
+        current: &mut Resolved<'d>,
+        stdin: &mut Option<String>,
+        step: &mut StepStart,
+        observer: &mut dyn Observer,
+        entered: &mut EnteredWorkflows<'d>,
+    ) -> Result<Done, Error> {
+        self.runtimes
+            .require_bash(current.workflow, current.script)?;
+        loop {
+            // §7.3: between iterations, an interrupt exits at once.
+            self.sup.between_scripts()?;
+            if self.budget_spent() {
+                return Ok(Done::MaxTime);
+            }
+            if let Some(done) = self.cost_spent() {
+                return Ok(done);
+            }
+            self.iterations += 1;
+            let out = match self.run_step(current, stdin.as_deref(), std::mem::take(step))? {
+                Step::Output(out) => out,
+                Step::Done(done) => return Ok(done),
+            };
+            // §2.3: stop beats goto; §7.1 step 10: the -n limit ends the loop
+            // after the final output, which is still observed.
+            let limit = self
+                .opts
+                .max_iterations
+                .is_some_and(|max| self.iterations >= max);
+            let last = out.stop || limit;
+            if !observer.output(&out, last, &mut self.sup)? {
+                return Ok(Done::Consumer);
+            }
+            if last {
+                return Ok(if out.stop {
+                    Done::Stop
+                } else {
+                    Done::MaxIterations
+                });
+            }
+            let previous = current.workflow;
+            let had_input = stdin.is_some();
+            (*current, *stdin) = resolve::next(d, start, current, out)?;
+            // Saved again only when it changed (B6: a large result).
+            self.input_saved &= !had_input && stdin.is_none();
+            if !std::ptr::eq(previous, current.workflow) {
+                // §7.1 step 11e: after the goto target is resolved, before it runs.
+                entered.enter(current.workflow);
+            }
         }
     }
 }

@@ -7,6 +7,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::bounded_read::{self, Accept, Failure, Interrupt};
 use crate::envfile;
 use crate::error::Error;
 use crate::text::shown;
@@ -72,49 +73,85 @@ fn passwd_home() -> Option<PathBuf> {
     }
 }
 
-/// Reads an env file's bytes. `Ok(None)` when it does not exist.
-fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, Error> {
-    match fs::read(path) {
+/// Reads an env file's bytes, bounded and interruptible (bounded_read.rs).
+/// `Ok(None)` when it does not exist. `interrupt` ends a wait on a pipe or
+/// device (a run's signal handlers); without it only the default action of
+/// a signal does.
+fn read_bytes(
+    path: &Path,
+    interrupt: Option<&mut dyn Interrupt>,
+) -> Result<Option<Vec<u8>>, Error> {
+    match bounded_read::read(path, Accept::Any(interrupt)) {
         Ok(bytes) => Ok(Some(bytes)),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(err) => Err(Error::EnvFileUnreadable {
+        Err(Failure::NotFound) => Ok(None),
+        Err(Failure::Interrupted(signal)) => Err(Error::Interrupted { signal }),
+        Err(Failure::TooLarge) => Err(Error::EnvFileTooLarge {
+            path: path.to_path_buf(),
+        }),
+        Err(Failure::Io(err)) => Err(Error::EnvFileUnreadable {
             path: path.to_path_buf(),
             err,
+        }),
+        // Accept::Any takes every kind of file.
+        Err(other @ Failure::NotRegular(_)) => Err(Error::EnvFileUnreadable {
+            path: path.to_path_buf(),
+            err: io::Error::other(other.to_string()),
         }),
     }
 }
 
 /// Reads an env file's text (UTF-8, invalid bytes replaced, as Node reads
 /// it). `Ok(None)` when it does not exist.
-fn read_text(path: &Path) -> Result<Option<String>, Error> {
-    Ok(read_bytes(path)?.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
+fn read_text(path: &Path, interrupt: Option<&mut dyn Interrupt>) -> Result<Option<String>, Error> {
+    Ok(read_bytes(path, interrupt)?.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
 }
 
-/// Parses an env file, warning on stderr about each ignored line (§8.1).
+/// At most this many warnings about one env file, then one line with the
+/// count of the rest: a file of the wrong kind must not flood the log.
+const MAX_WARNINGS: usize = 20;
+
+/// The warnings for `bad`, the ignored lines of the file shown as `file`:
+/// file, line number and what is wrong, never the line itself (§8.1 asks
+/// for a warning; the line may hold a secret).
+fn warnings(file: &str, bad: &[envfile::BadLine]) -> Vec<String> {
+    let mut out: Vec<String> = bad
+        .iter()
+        .take(MAX_WARNINGS)
+        .map(|b| format!("{file}:{}: ignoring line: {}", b.line, b.problem.describe()))
+        .collect();
+    if bad.len() > MAX_WARNINGS {
+        let more = bad.len() - MAX_WARNINGS;
+        let lines = if more == 1 { "line" } else { "lines" };
+        out.push(format!(
+            "{file}: {more} more {lines} ignored without a valid KEY=VALUE"
+        ));
+    }
+    out
+}
+
+/// Parses an env file, warning on stderr about the ignored lines (§8.1).
 fn parse_warning(path: &Path, text: &str) -> Vec<(String, String)> {
     let parsed = envfile::parse(text);
-    for bad in &parsed.bad_lines {
-        crate::messages::warn(&format!(
-            "{}:{}: ignoring line without a valid KEY=VALUE: {}",
-            shown(&path.to_string_lossy()),
-            bad.line,
-            shown(&bad.text)
-        ));
+    for w in warnings(&shown(&path.to_string_lossy()), &parsed.bad_lines) {
+        crate::messages::warn(&w);
     }
     parsed.vars
 }
 
 /// The variables a run injects from env files: global first, then the local
 /// `-e` file on top (§8.2, §8.3), duplicates resolved last-wins. Loaded once
-/// per run (§8.1).
-pub fn load_for_run(local: Option<&Path>) -> Result<Vec<(OsString, OsString)>, Error> {
+/// per run (§8.1). `interrupt` (the run's signals) ends a wait on a pipe.
+pub fn load_for_run(
+    local: Option<&Path>,
+    interrupt: &mut dyn Interrupt,
+) -> Result<Vec<(OsString, OsString)>, Error> {
     let mut vars: BTreeMap<String, String> = BTreeMap::new();
     let global = global_env_path()?;
-    if let Some(text) = read_text(&global)? {
+    if let Some(text) = read_text(&global, Some(&mut *interrupt))? {
         vars.extend(parse_warning(&global, &text));
     }
     if let Some(path) = local {
-        let text = read_text(path)?.ok_or_else(|| Error::EnvFileMissing {
+        let text = read_text(path, Some(interrupt))?.ok_or_else(|| Error::EnvFileMissing {
             path: path.to_path_buf(),
         })?;
         vars.extend(parse_warning(path, &text));
@@ -220,10 +257,36 @@ fn update_global(change: impl FnOnce(Option<Vec<u8>>) -> Option<Vec<u8>>) -> Res
     fs::create_dir_all(dir)
         .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
     let _lock = EnvLock::acquire(&path)?;
-    if let Some(bytes) = change(read_bytes(&path)?) {
+    remove_stale_temporaries(&path);
+    if let Some(bytes) = change(read_bytes(&path, None)?) {
         replace_file(&path, &bytes)?;
     }
     Ok(())
+}
+
+/// `.<name>.tmp.` for the file `<dir>/<name>`: the prefix of the temporary
+/// copies `replace_file` writes beside it (`.env.tmp.<pid>` for `env`).
+fn temporary_prefix(path: &Path) -> String {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    format!(".{name}.tmp.")
+}
+
+/// Removes temporary copies a killed writer left beside `path`. Called with
+/// the lock held: every writer of this file writes its copy only while it
+/// holds the lock, so any copy seen now is stale. Each is a full copy of a
+/// secrets file, and would otherwise stay forever. Best effort: a copy
+/// that cannot be removed does not stop the write.
+fn remove_stale_temporaries(path: &Path) {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let prefix = temporary_prefix(path);
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Replaces `path` with `bytes` atomically: a temporary file in the same
@@ -238,7 +301,9 @@ fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {
 
     let mode = fs::metadata(path).map_or(0o600, |m| m.permissions().mode() & 0o7777);
     let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".env.tmp.{}", std::process::id()));
+    // Named after the file: files symlinked from one directory (dotfiles)
+    // have locks of their own, so each writer may clean up only its own.
+    let tmp = dir.join(format!("{}{}", temporary_prefix(path), std::process::id()));
     let result = (|| {
         let mut f = fs::OpenOptions::new()
             .write(true)
@@ -333,7 +398,7 @@ pub fn set(name: &str, value: &str) -> Result<(), Error> {
 pub fn remove(name: &str) -> Result<(), Error> {
     // Nothing to remove from a file that does not exist: don't create its
     // directory (or a lock file) just to find that out.
-    if read_bytes(&global_env_path()?)?.is_none() {
+    if read_bytes(&global_env_path()?, None)?.is_none() {
         return Ok(());
     }
     update_global(|existing| {
@@ -345,7 +410,7 @@ pub fn remove(name: &str) -> Result<(), Error> {
 /// `loopx env list`: `KEY=VALUE` lines sorted by key, last occurrence wins.
 pub fn list() -> Result<(), Error> {
     let path = global_env_path()?;
-    let Some(text) = read_text(&path)? else {
+    let Some(text) = read_text(&path, None)? else {
         return Ok(());
     };
     let vars: BTreeMap<String, String> = parse_warning(&path, &text).into_iter().collect();
@@ -361,7 +426,45 @@ pub fn list() -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests {
-    use super::rewrite;
+    use super::{rewrite, warnings, MAX_WARNINGS};
+    use crate::envfile;
+
+    #[test]
+    fn warnings_name_file_line_and_problem_and_stop_after_twenty() {
+        let text = "export API_KEY=sk-secret\nA=1\nsk-secret\n";
+        let bad = envfile::parse(text).bad_lines;
+        assert_eq!(
+            warnings("/c/env", &bad),
+            [
+                "/c/env:1: ignoring line: 'export' before API_KEY; env files are plain \
+                 KEY=VALUE lines, drop 'export'",
+                "/c/env:3: ignoring line: it has no '=' (expected KEY=VALUE)",
+            ]
+        );
+        for (n, more) in [
+            (MAX_WARNINGS, None),
+            (MAX_WARNINGS + 1, Some("1 more line")),
+        ] {
+            let bad = envfile::parse(&"bad\n".repeat(n)).bad_lines;
+            let w = warnings("f", &bad);
+            assert_eq!(w.len(), MAX_WARNINGS + usize::from(more.is_some()));
+            assert_eq!(
+                w[MAX_WARNINGS - 1],
+                "f:20: ignoring line: it has no '=' (expected KEY=VALUE)"
+            );
+            if let Some(more) = more {
+                assert_eq!(
+                    w[MAX_WARNINGS],
+                    format!("f: {more} ignored without a valid KEY=VALUE")
+                );
+            }
+        }
+        let bad = envfile::parse(&"bad\n".repeat(100)).bad_lines;
+        assert_eq!(
+            warnings("f", &bad).last().map(String::as_str),
+            Some("f: 80 more lines ignored without a valid KEY=VALUE")
+        );
+    }
 
     fn rw(text: &[u8], name: &str, replacement: Option<&str>) -> (Vec<u8>, bool) {
         rewrite(text, name, replacement)

@@ -17,7 +17,59 @@ pub fn is_valid_key(s: &str) -> bool {
 pub struct BadLine {
     /// 1-based line number.
     pub line: usize,
-    pub text: String,
+    pub problem: Problem,
+}
+
+/// What is wrong with an ignored line. Not its text: a rejected line is
+/// often a secret written the wrong way (`export API_KEY=sk-...`), and the
+/// warning lands in CI and cron logs. A key is kept only when it matches
+/// the key pattern, so it cannot be part of a value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Problem {
+    NoEquals,
+    /// `export KEY=...`, as in a shell script.
+    Export(String),
+    /// Whitespace before the key or before the `=` (§8.1: none allowed).
+    Whitespace(String),
+    /// What comes before `=` is not a key, not even trimmed.
+    InvalidKey,
+    /// A NUL byte in the value of this key.
+    Nul(String),
+}
+
+impl Problem {
+    /// What is wrong, for a warning; never a value.
+    pub fn describe(&self) -> String {
+        match self {
+            Problem::NoEquals => "it has no '=' (expected KEY=VALUE)".into(),
+            Problem::Export(key) => {
+                format!("'export' before {key}; env files are plain KEY=VALUE lines, drop 'export'")
+            }
+            Problem::Whitespace(key) => format!(
+                "whitespace around the key {key}; write {key}=VALUE with none before the key or '='"
+            ),
+            Problem::InvalidKey => {
+                "the text before '=' is not a valid key ([A-Za-z_][A-Za-z0-9_]*)".into()
+            }
+            Problem::Nul(key) => format!("the value of {key} holds a NUL byte"),
+        }
+    }
+
+    /// Why `key_part`, the text before the first '=', is not a key.
+    fn of_key(key_part: &str) -> Problem {
+        let trimmed = key_part.trim_matches(is_js_whitespace);
+        if let Some(rest) = trimmed.strip_prefix("export") {
+            let key = rest.trim_start_matches(is_js_whitespace);
+            if key.len() < rest.len() && is_valid_key(key) {
+                return Problem::Export(key.to_string());
+            }
+        }
+        if is_valid_key(trimmed) {
+            Problem::Whitespace(trimmed.to_string())
+        } else {
+            Problem::InvalidKey
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -32,7 +84,7 @@ pub struct Parsed {
 enum Line<'a> {
     Skip,
     Var(&'a str, &'a str),
-    Bad,
+    Bad(Problem),
 }
 
 fn parse_line(line: &str) -> Line<'_> {
@@ -45,12 +97,15 @@ fn parse_line(line: &str) -> Line<'_> {
     // No whitespace around '=': the key is everything before the first '=',
     // so `KEY =v` has the key "KEY " and is rejected (§8.1).
     let Some((key, value)) = line.split_once('=') else {
-        return Line::Bad;
+        return Line::Bad(Problem::NoEquals);
     };
+    if !is_valid_key(key) {
+        return Line::Bad(Problem::of_key(key));
+    }
     // An environment string cannot hold a NUL byte, so such a value could
     // never reach a script: the line is reported like any unusable line.
-    if !is_valid_key(key) || value.contains('\0') {
-        return Line::Bad;
+    if value.contains('\0') {
+        return Line::Bad(Problem::Nul(key.to_string()));
     }
     Line::Var(key, unquote(value.trim_end_matches(is_js_whitespace)))
 }
@@ -78,9 +133,9 @@ pub fn parse(text: &str) -> Parsed {
         match parse_line(line) {
             Line::Skip => {}
             Line::Var(k, v) => out.vars.push((k.to_string(), v.to_string())),
-            Line::Bad => out.bad_lines.push(BadLine {
+            Line::Bad(problem) => out.bad_lines.push(BadLine {
                 line: i + 1,
-                text: line.to_string(),
+                problem,
             }),
         }
     }
@@ -165,7 +220,7 @@ mod tests {
             parse("A=1\n\u{feff}B=2").bad_lines,
             [BadLine {
                 line: 2,
-                text: "\u{feff}B=2".into()
+                problem: Problem::Whitespace("B".into())
             }]
         );
     }
@@ -200,7 +255,7 @@ mod tests {
         let p = parse("A=\"one\ntwo\"\nB=2");
         assert_eq!(p.vars, [kv("A", "\"one"), kv("B", "2")]);
         assert_eq!(p.bad_lines.len(), 1);
-        assert_eq!(p.bad_lines[0].text, "two\"");
+        assert_eq!(p.bad_lines[0].problem, Problem::NoEquals);
     }
 
     #[test]
@@ -219,7 +274,46 @@ mod tests {
         assert_eq!(p.vars, [kv("GOOD", "1"), kv("OK_2", "y")]);
         let lines: Vec<usize> = p.bad_lines.iter().map(|b| b.line).collect();
         assert_eq!(lines, [2, 3, 4, 5, 6, 7]);
-        assert_eq!(p.bad_lines[0].text, "noequals");
+        let problems: Vec<Problem> = p.bad_lines.into_iter().map(|b| b.problem).collect();
+        assert_eq!(
+            problems,
+            [
+                Problem::NoEquals,
+                Problem::InvalidKey,
+                Problem::InvalidKey,
+                Problem::Whitespace("KEY".into()),
+                Problem::InvalidKey,
+                Problem::InvalidKey,
+            ]
+        );
+    }
+
+    #[test]
+    fn problems_name_a_key_only_when_it_is_one_and_never_a_value() {
+        let secret = "sk-live-0123456789";
+        let cases = [
+            (
+                format!("export OPENAI_API_KEY={secret}"),
+                Problem::Export("OPENAI_API_KEY".into()),
+            ),
+            (format!("export\tK={secret}"), Problem::Export("K".into())),
+            (format!("  K = {secret}"), Problem::Whitespace("K".into())),
+            (
+                format!("exportK ={secret}"),
+                Problem::Whitespace("exportK".into()),
+            ),
+            (format!("export {secret}={secret}"), Problem::InvalidKey),
+            (format!("{secret}={secret}"), Problem::InvalidKey),
+            (secret.to_string(), Problem::NoEquals),
+            (format!("K={secret}\0"), Problem::Nul("K".into())),
+        ];
+        for (line, want) in cases {
+            let p = parse(&line);
+            assert_eq!(p.bad_lines.len(), 1, "{line:?}");
+            let problem = &p.bad_lines[0].problem;
+            assert_eq!(problem, &want, "{line:?}");
+            assert!(!problem.describe().contains(secret), "{line:?}");
+        }
     }
 
     #[test]

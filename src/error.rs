@@ -64,6 +64,10 @@ pub enum Error {
         path: PathBuf,
         err: io::Error,
     },
+    /// An env file over bounded_read's limit (a device, a runaway pipe).
+    EnvFileTooLarge {
+        path: PathBuf,
+    },
     /// `loopx env set` with a name or value the env file cannot hold (§4.3).
     InvalidEnvName {
         name: String,
@@ -91,6 +95,33 @@ pub enum Error {
     TimedOut {
         script: String,
         after: std::time::Duration,
+    },
+    /// A script's `retry_after` or `cost_usd` with a value loopx cannot use.
+    InvalidExtension {
+        script: String,
+        field: &'static str,
+        value: String,
+        why: String,
+    },
+    /// A wait longer than `--max-wait`, or past `--max-time`'s budget: the
+    /// run stops, resumable (exit 75, "try again later").
+    WaitTooLong {
+        script: String,
+        /// The wait as a message shows it: `2026-11-25T14:00:00Z (in 4h12m)`.
+        until: String,
+        bound: crate::wait::TooLong,
+        run_id: String,
+    },
+    /// `loopx resume` with nothing to resume: `what` says where it looked,
+    /// `available` lists the resumable run ids there are.
+    NothingToResume {
+        what: String,
+        available: Vec<String>,
+    },
+    /// `loopx resume` of a run whose scripts still run.
+    ResumeBusy {
+        run_id: String,
+        pgids: Vec<i32>,
     },
     /// The script was stopped (SIGTTIN/SIGTTOU) for using the terminal while
     /// loopx did not hold it, and was ended rather than left stopped.
@@ -132,7 +163,9 @@ pub enum Error {
         tool: &'static str,
         purpose: &'static str,
     },
-    /// `git clone` failed; `detail` is the gist of git's stderr.
+    /// `git clone` failed; `detail` is the gist of git's stderr. Here and
+    /// below, `url` and `detail` come redacted (install::redact): they may
+    /// hold credentials or signed query strings.
     GitClone {
         url: String,
         detail: String,
@@ -148,14 +181,25 @@ pub enum Error {
         status: Option<u16>,
         detail: String,
     },
-    /// The download received nothing for `secs` seconds (or could not even
-    /// connect in that time) and was abandoned.
-    DownloadStalled {
-        url: String,
+    /// A download or clone received less than `MIN_SPEED` bytes a second
+    /// for `secs` seconds (or could not even connect in that time) and was
+    /// abandoned. `what` is "download of <url>" or "git clone of <url>".
+    InstallStalled {
+        what: String,
         secs: u64,
     },
     /// `LOOPX_INSTALL_STALL_TIMEOUT` is not a positive whole number.
     BadStallTimeout {
+        value: String,
+    },
+    /// A download, an extraction or a checkout went over
+    /// `LOOPX_INSTALL_MAX_SIZE` (`limit` bytes); `what` says which.
+    InstallTooLarge {
+        what: String,
+        limit: u64,
+    },
+    /// `LOOPX_INSTALL_MAX_SIZE` is not a size.
+    BadMaxSize {
         value: String,
     },
     /// The downloaded tarball cannot be extracted (not gzip, corrupt, or an
@@ -207,6 +251,12 @@ pub enum Error {
     Reported {
         code: i32,
     },
+    /// `loopx status` found a state directory it does not use (status.rs):
+    /// `why` says what is wrong with it.
+    StateDirNotUsed {
+        dir: PathBuf,
+        why: String,
+    },
     /// stdout was closed under us (e.g. `loopx env list | head -0`).
     StdoutClosed,
     /// loopx was interrupted by a signal: exit 128 + N (§7.3).
@@ -240,6 +290,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::TimedOut { .. } => 124,
+            Error::WaitTooLong { .. } => 75,
             Error::Interrupted { signal } => 128 + signal,
             Error::StdoutClosed => 128 + libc::SIGPIPE,
             Error::Reported { code } => *code,
@@ -251,6 +302,8 @@ impl Error {
     pub fn reason(&self) -> &'static str {
         match self {
             Error::TimedOut { .. } => "timed_out",
+            Error::WaitTooLong { .. } => "wait",
+            Error::InvalidExtension { .. } => "invalid_output",
             Error::ScriptFailed { .. }
             | Error::ScriptKilled { .. }
             | Error::ScriptNeedsTerminal { .. }
@@ -322,6 +375,55 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
+            Error::InvalidExtension {
+                script,
+                field,
+                value,
+                why,
+            } => write!(f, "invalid {field} {} from {script}: {why}", shown(value)),
+            Error::WaitTooLong {
+                script,
+                until,
+                bound,
+                run_id,
+            } => {
+                let past = match bound {
+                    crate::wait::TooLong::MaxWait(d) => {
+                        format!("longer than --max-wait {}", crate::duration::format(*d))
+                    }
+                    crate::wait::TooLong::MaxTime(d) => format!(
+                        "past the --max-time {} budget",
+                        crate::duration::format(*d)
+                    ),
+                };
+                write!(
+                    f,
+                    "{script} asked to run again at {until}, {past}; \
+                     the run stops here and can be resumed: loopx resume {run_id}"
+                )
+            }
+            Error::NothingToResume { what, available } => {
+                write!(f, "no resumable run {what}")?;
+                if available.is_empty() {
+                    f.write_str(" (there is none: a run is resumable when it ended by a signal, a failure or a wait; a run that finished is not)")
+                } else {
+                    write!(f, " (resumable runs: {})", available.join(", "))
+                }
+            }
+            Error::ResumeBusy { run_id, pgids } if pgids.is_empty() => write!(
+                f,
+                "run {run_id} is still running: another loopx holds its checkpoint (see loopx status)"
+            ),
+            Error::ResumeBusy { run_id, pgids } => {
+                let groups: Vec<String> = pgids.iter().map(|g| g.to_string()).collect();
+                write!(
+                    f,
+                    "run {run_id} cannot be resumed yet: its scripts still run (process group {}); \
+                     wait for them to end, or end them with: kill -TERM -{}",
+                    groups.join(", "),
+                    groups.join(" -")
+                )
+            }
             Error::InvalidGoto { goto, from, why } => {
                 write!(f, "invalid goto target '{}' from {from}: {why}", shown(goto))?;
                 if matches!(why, Invalid::TrailingColon) {
@@ -370,6 +472,12 @@ impl fmt::Display for Error {
                     shown(&path.to_string_lossy())
                 )
             }
+            Error::EnvFileTooLarge { path } => write!(
+                f,
+                "cannot read env file {}: it is larger than {}, the limit for an env file",
+                shown(&path.to_string_lossy()),
+                crate::bounded_read::LIMIT_TEXT
+            ),
             Error::InvalidEnvName { name } => write!(
                 f,
                 "invalid variable name '{name}': names match [A-Za-z_][A-Za-z0-9_]*"
@@ -499,10 +607,25 @@ impl fmt::Display for Error {
             Error::Download { url, detail, .. } => {
                 write!(f, "download of {url} failed: {detail}")
             }
-            Error::DownloadStalled { url, secs } => write!(
+            Error::InstallStalled { what, secs } => write!(
                 f,
-                "download of {url} stalled: no data arrived for {secs}s, so loopx gave up; \
-                 nothing was installed\nhint: LOOPX_INSTALL_STALL_TIMEOUT=<seconds> waits longer"
+                "{what} stalled: less than {} bytes/s arrived for {secs}s \
+                 (LOOPX_INSTALL_STALL_TIMEOUT), so loopx gave up; nothing was installed\n\
+                 hint: LOOPX_INSTALL_STALL_TIMEOUT=<seconds> waits longer",
+                crate::install::limits::MIN_SPEED
+            ),
+            Error::InstallTooLarge { what, limit } => write!(
+                f,
+                "{what} is larger than the install size limit of {} (LOOPX_INSTALL_MAX_SIZE), \
+                 so loopx gave up; nothing was installed\n\
+                 hint: LOOPX_INSTALL_MAX_SIZE=<bytes, or with a K, M or G suffix> raises it",
+                crate::install::limits::format_size(*limit)
+            ),
+            Error::BadMaxSize { value } => write!(
+                f,
+                "LOOPX_INSTALL_MAX_SIZE must be a size in bytes, or with a K, M or G suffix \
+                 (e.g. 512M), got '{}'",
+                shown(value)
             ),
             Error::BadStallTimeout { value } => write!(
                 f,
@@ -536,6 +659,12 @@ impl fmt::Display for Error {
                 list(committed),
                 list(not_committed)
             ),
+            Error::StateDirNotUsed { dir, why } => write!(
+                f,
+                "cannot list runs: {} is not used for run state, as {why}; remove it, \
+                 or set XDG_RUNTIME_DIR to a private directory of yours",
+                shown(&dir.to_string_lossy())
+            ),
             Error::StdoutClosed => f.write_str("stdout is closed"),
             Error::Reported { code } => write!(f, "failed with exit code {code}"),
             Error::ConsumerGone => f.write_str("the API consumer went away"),
@@ -566,6 +695,10 @@ pub fn signal_name(signal: i32) -> &'static str {
         libc::SIGTERM => "SIGTERM",
         libc::SIGXCPU => "SIGXCPU",
         libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGVTALRM => "SIGVTALRM",
+        libc::SIGPROF => "SIGPROF",
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        libc::SIGPWR => "SIGPWR",
         _ => "a signal",
     }
 }

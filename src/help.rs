@@ -22,12 +22,15 @@ Commands:
   env remove <name>                     Remove a global environment variable
   env list                              List global environment variables
   install [options] <source>            Install workflows into .loopx/
-  status [--json]                       List the loopx runs alive now
+  status [--json]                       List the loopx runs alive and resumable
+  resume [<run-id>] [options]           Carry on a run that stopped early
 
 Workflows live in .loopx/<workflow>/ as .sh, .js, .jsx, .ts or .tsx scripts;
 `loopx run <workflow>` starts its index script. A script's stdout is its
 output {\"result\", \"goto\", \"stop\"}: from bash, `$LOOPX_BIN output --goto next`.
-Exit codes: 0 stopped or -n reached, 1 error or a script failed, 128+N signal N.
+Exit codes: 0 stopped or a limit reached, 1 error or a script failed,
+75 a wait outlasted the budget (resumable), 124 a script timed out,
+128+N signal N.
 
 Run `loopx run --help` to list the workflows of this project,
 and `loopx install --help` for install sources and options.
@@ -42,6 +45,18 @@ script, stop ends the loop, otherwise the loop restarts at the target.
 Durations read 500ms, 90s, 15m, 2h or 1h30m; a bare number is seconds.
 
 Options:
+";
+
+pub const RESUME: &str = "\
+Usage: loopx resume [<run-id>] [options]
+
+Carries on a run that ended early: by a signal, a failed or timed-out
+script, a wait that outlasted its budget (exit 75), a crash or a reboot.
+Without <run-id> (or a unique prefix of it), the current project's most
+recent resumable run. The script that was about to run or running runs
+again with its saved input (at least once), under the same run id and
+iteration; spent time and money carry over. Options are `loopx run`'s and
+replace the saved ones. `loopx status` lists resumable runs.
 ";
 
 pub const INSTALL: &str = "\

@@ -6,6 +6,10 @@
 //! accepts exactly the grammar `JSON.parse` accepts, converts numbers the way
 //! JS does, and renders values the way `String()` does.
 //!
+//! A script's stdout is scanned ([`scan_top_level`]), not built into a
+//! [`Value`] tree: only its top-level fields matter (§2.3), and a tree of deep
+//! or wide input is tens of times the size of its text.
+//!
 //! Every walk over a value is iterative (explicit stacks, including `Drop`),
 //! because V8 accepts arbitrarily deep nesting and a script's stdout is
 //! untrusted input: a recursive walk would overflow the stack.
@@ -32,19 +36,6 @@ impl Value {
     pub fn get(&self, key: &str) -> Option<&Value> {
         match self {
             Value::Object(members) => members.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v),
-            _ => None,
-        }
-    }
-
-    /// Mutable counterpart of [`Value::get`] (same last-wins rule), so a caller
-    /// can take a large string out without copying it.
-    pub fn get_mut(&mut self, key: &str) -> Option<&mut Value> {
-        match self {
-            Value::Object(members) => members
-                .iter_mut()
-                .rev()
-                .find(|(k, _)| k == key)
-                .map(|(_, v)| v),
             _ => None,
         }
     }
@@ -75,14 +66,6 @@ impl Drop for Value {
     }
 }
 
-/// An open container while parsing: the parser keeps these on a heap stack
-/// instead of recursing.
-enum Frame {
-    Array(Vec<Value>),
-    /// Members so far, and the key whose value is being parsed.
-    Object(Vec<(String, Value)>, String),
-}
-
 /// Parses `text` exactly as `JSON.parse` would: `Some` for every input it
 /// accepts, `None` for every input it throws on.
 ///
@@ -90,31 +73,15 @@ enum Frame {
 /// style escape becomes U+FFFD, which is what Node writes when such a string
 /// is encoded as UTF-8 (e.g. piped to the next script, §2.3); a valid escaped
 /// pair becomes the real character.
+///
+/// This builds the whole tree, tens of times the size of the text for deep
+/// or wide input: it is for small files loopx reads (package.json, status
+/// files). A script's stdout goes through [`scan_top_level`] instead.
 pub fn parse(text: &str) -> Option<Value> {
-    parse_deferring(text, usize::MAX).map(|(value, _)| value)
-}
-
-/// A string value of the top-level object that `parse_deferring` left in the
-/// source text: the member's index and the span of its literal between the
-/// quotes (escapes undecoded; the literal is known to be valid).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Deferred {
-    pub member: usize,
-    pub span: std::ops::Range<usize>,
-}
-
-/// Like [`parse`], but string values of a top-level object whose literal is
-/// at least `min_len` bytes long are validated without being copied: they
-/// appear as empty strings and are listed in the returned [`Deferred`]s. A
-/// structured result can be most of a 256 MiB stdout; [`take_string`] then
-/// decodes it inside the stdout buffer itself, so it is never held twice.
-pub fn parse_deferring(text: &str, min_len: usize) -> Option<(Value, Vec<Deferred>)> {
     let mut p = Parser {
-        text,
         bytes: text.as_bytes(),
         pos: 0,
     };
-    let mut deferred = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
     'value: loop {
         p.skip_ws();
@@ -140,23 +107,11 @@ pub fn parse_deferring(text: &str, min_len: usize) -> Option<(Value, Vec<Deferre
                     continue 'value;
                 }
             }
-            b'"' => match stack.as_slice() {
-                [Frame::Object(members, _)] if min_len != usize::MAX => {
-                    let start = p.pos;
-                    let span = p.validate_string()?;
-                    if span.len() >= min_len {
-                        deferred.push(Deferred {
-                            member: members.len(),
-                            span,
-                        });
-                        Value::String(String::new())
-                    } else {
-                        p.pos = start;
-                        Value::String(p.string()?)
-                    }
-                }
-                _ => Value::String(p.string()?),
-            },
+            b'"' => {
+                let mut s = String::new();
+                p.string_into(&mut s)?;
+                Value::String(s)
+            }
             b't' => p.literal(b"true", Value::Bool(true))?,
             b'f' => p.literal(b"false", Value::Bool(false))?,
             b'n' => p.literal(b"null", Value::Null)?,
@@ -170,11 +125,7 @@ pub fn parse_deferring(text: &str, min_len: usize) -> Option<(Value, Vec<Deferre
             match stack.last_mut() {
                 None => {
                     // Trailing garbage after the top-level value is an error.
-                    return if p.pos == p.bytes.len() {
-                        Some((done, deferred))
-                    } else {
-                        None
-                    };
+                    return (p.pos == p.bytes.len()).then_some(done);
                 }
                 Some(Frame::Array(items)) => {
                     items.push(done);
@@ -207,8 +158,206 @@ pub fn parse_deferring(text: &str, min_len: usize) -> Option<(Value, Vec<Deferre
     }
 }
 
+/// What kind of value [`scan_top_level`] passed over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Null,
+    Bool(bool),
+    Number,
+    String,
+    Array,
+    Object,
+}
+
+/// A value validated where it lies in the text, not built: its kind and the
+/// span of its text (a string's includes the quotes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Raw {
+    pub kind: Kind,
+    pub span: std::ops::Range<usize>,
+}
+
+impl Raw {
+    /// For a string, the span of its literal between the quotes (escapes
+    /// undecoded), as [`string_at`] and [`take_string`] take it.
+    pub fn literal(&self) -> std::ops::Range<usize> {
+        let start = (self.span.start + 1).min(self.span.end);
+        start..self.span.end.saturating_sub(1).max(start)
+    }
+}
+
+/// Checks `bytes` against the grammar `JSON.parse` accepts, building
+/// nothing, and calls `member(key, value)` for each member of a top-level
+/// object, in source order (duplicates included: the caller keeps the last,
+/// as `JSON.parse` does). `key` is the span of the key's literal between its
+/// quotes. `None` when `JSON.parse` would throw, `Some(true)` for an object,
+/// `Some(false)` for any other value.
+///
+/// Memory is one bit per open container. Only top-level fields of a script's
+/// stdout matter (§2.3), and a tree of deep or wide input takes 50 to 160
+/// times the size of its text.
+///
+/// `bytes` need not be UTF-8: JSON allows non-ASCII bytes only inside
+/// strings, where any of them pass, and an invalid sequence decodes to
+/// U+FFFD (also not allowed outside strings) without swallowing the ASCII
+/// byte after it. So the answer is `JSON.parse`'s on the text as Node
+/// decodes it.
+pub fn scan_top_level(
+    bytes: &[u8],
+    mut member: impl FnMut(std::ops::Range<usize>, Raw),
+) -> Option<bool> {
+    let mut p = Parser { bytes, pos: 0 };
+    p.skip_ws();
+    let object = p.peek() == Some(b'{');
+    if object {
+        p.pos += 1;
+        p.skip_ws();
+        if !p.eat(b'}') {
+            loop {
+                let key = p.key_span()?;
+                let start = p.pos;
+                let kind = p.skip_value()?;
+                member(
+                    key,
+                    Raw {
+                        kind,
+                        span: start..p.pos,
+                    },
+                );
+                p.skip_ws();
+                match p.next()? {
+                    b',' => p.skip_ws(),
+                    b'}' => break,
+                    _ => return None,
+                }
+            }
+        }
+    } else {
+        p.skip_value()?;
+    }
+    p.skip_ws();
+    (p.pos == bytes.len()).then_some(object)
+}
+
+/// The string literal at `lit` (a span from [`scan_top_level`], between the
+/// quotes) decoded, or `None` without decoding when it is too long to be an
+/// ASCII word of at most `max_chars` characters: comparing a key with
+/// field names never costs more than the names, however long the key.
+pub fn short_string_at(
+    bytes: &[u8],
+    lit: std::ops::Range<usize>,
+    max_chars: usize,
+) -> Option<String> {
+    // No ASCII character takes more than six bytes in a literal (`\u0072`).
+    if lit.len() > max_chars.saturating_mul(6) {
+        return None;
+    }
+    Some(string_at(bytes, lit))
+}
+
+/// The validated string literal at `lit` (between the quotes) decoded, with
+/// invalid UTF-8 replaced as Node's decoder replaces it.
+pub fn string_at(bytes: &[u8], lit: std::ops::Range<usize>) -> String {
+    let mut out = String::new();
+    let end = lit.end.min(bytes.len());
+    let mut p = Parser {
+        bytes: bytes.get(..end).unwrap_or_default(),
+        pos: lit.start.min(end),
+    };
+    // Unreachable for a validated span; a broken one yields what decoded.
+    let _ = p.chars_into(&mut out, end);
+    out
+}
+
+/// JavaScript's `String(value)` for the validated value `raw` of `bytes`,
+/// computed from the text without building the value, so its cost is the
+/// string it returns (at most about five times the value's text: `[{},{}]`
+/// gives "[object Object],[object Object]").
+///
+/// Arrays follow `Array.prototype.join(",")`: null elements become "", nested
+/// arrays are joined in place (`[1,[2,3]]` → "1,2,3"), objects become
+/// "[object Object]".
+///
+/// Two inputs make JS throw instead, and here give a string: an object with
+/// its own `toString` key (JS: "Cannot convert object to primitive value")
+/// still renders "[object Object]", and arrays nested a few thousand deep
+/// (JS: "Maximum call stack size exceeded") are joined to the string JS
+/// would produce given enough stack. A loop must not crash on a script's
+/// output, and the spec (§2.3) only describes the non-throwing case.
+pub fn js_string_at(bytes: &[u8], raw: &Raw) -> String {
+    let text = |span: std::ops::Range<usize>| bytes.get(span).unwrap_or_default();
+    match raw.kind {
+        Kind::Null => "null".to_string(),
+        Kind::Bool(b) => b.to_string(),
+        Kind::Number => number_to_js_string(number_at(text(raw.span.clone()))),
+        Kind::String => string_at(bytes, raw.literal()),
+        Kind::Object => "[object Object]".to_string(),
+        Kind::Array => {
+            let mut out = String::new();
+            let end = raw.span.end.min(bytes.len());
+            let mut p = Parser {
+                bytes: text(0..end),
+                pos: raw.span.start,
+            };
+            // Unreachable for a validated span; a broken one yields what
+            // was joined so far.
+            let _ = p.join_into(&mut out);
+            out
+        }
+    }
+}
+
+/// The value of a validated number literal.
+fn number_at(literal: &[u8]) -> f64 {
+    // Rust's float parsing is correctly rounded, as ECMAScript requires, and
+    // gives ±Infinity or ±0 out of range as JS does.
+    std::str::from_utf8(literal)
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// A stack of bits, one per open container (object or array), so that
+/// skipping nesting a million deep costs 125 kB, not a frame per level.
+#[derive(Default)]
+struct BitStack {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl BitStack {
+    fn push(&mut self, bit: bool) {
+        let (word, shift) = (self.len / 64, self.len % 64);
+        if word == self.words.len() {
+            self.words.push(0);
+        }
+        let mask = 1u64 << shift;
+        if let Some(w) = self.words.get_mut(word) {
+            *w = if bit { *w | mask } else { *w & !mask };
+        }
+        self.len += 1;
+    }
+
+    fn pop(&mut self) {
+        self.len = self.len.saturating_sub(1);
+    }
+
+    fn last(&self) -> Option<bool> {
+        let i = self.len.checked_sub(1)?;
+        let word = self.words.get(i / 64)?;
+        Some(word >> (i % 64) & 1 == 1)
+    }
+}
+
+/// An open container while parsing: the parser keeps these on a heap stack
+/// instead of recursing.
+enum Frame {
+    Array(Vec<Value>),
+    /// Members so far, and the key whose value is being parsed.
+    Object(Vec<(String, Value)>, String),
+}
+
 struct Parser<'a> {
-    text: &'a str,
     bytes: &'a [u8],
     pos: usize,
 }
@@ -242,9 +391,14 @@ impl Parser<'_> {
     }
 
     fn literal(&mut self, word: &[u8], value: Value) -> Option<Value> {
+        self.word(word)?;
+        Some(value)
+    }
+
+    fn word(&mut self, word: &[u8]) -> Option<()> {
         if self.bytes.get(self.pos..self.pos + word.len()) == Some(word) {
             self.pos += word.len();
-            Some(value)
+            Some(())
         } else {
             None
         }
@@ -255,13 +409,25 @@ impl Parser<'_> {
         if self.peek() != Some(b'"') {
             return None;
         }
-        let key = self.string()?;
+        let mut key = String::new();
+        self.string_into(&mut key)?;
         self.skip_ws();
-        if self.eat(b':') {
-            Some(key)
-        } else {
-            None
+        self.eat(b':').then_some(key)
+    }
+
+    /// [`Parser::key`] without decoding: the span between the quotes. Also
+    /// skips the whitespace after the colon.
+    fn key_span(&mut self) -> Option<std::ops::Range<usize>> {
+        if self.peek() != Some(b'"') {
+            return None;
         }
+        let span = self.skip_string()?;
+        self.skip_ws();
+        if !self.eat(b':') {
+            return None;
+        }
+        self.skip_ws();
+        Some(span)
     }
 
     fn digits(&mut self) -> usize {
@@ -272,9 +438,8 @@ impl Parser<'_> {
         self.pos - start
     }
 
-    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`, converted with
-    /// correct rounding like JS (out-of-range magnitudes give ±Infinity or ±0).
-    fn number(&mut self) -> Option<f64> {
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`: the literal's span.
+    fn number_span(&mut self) -> Option<std::ops::Range<usize>> {
         let start = self.pos;
         self.eat(b'-');
         match self.peek()? {
@@ -296,24 +461,46 @@ impl Parser<'_> {
                 return None;
             }
         }
-        // The literal is validated above; Rust's float parsing of it is
-        // correctly rounded, as ECMAScript requires.
-        self.text.get(start..self.pos)?.parse::<f64>().ok()
+        Some(start..self.pos)
     }
 
-    /// A string literal starting at its opening quote.
-    fn string(&mut self) -> Option<String> {
+    /// A number converted with correct rounding like JS (out-of-range
+    /// magnitudes give ±Infinity or ±0).
+    fn number(&mut self) -> Option<f64> {
+        let span = self.number_span()?;
+        Some(number_at(self.bytes.get(span)?))
+    }
+
+    /// A string literal starting at its opening quote, decoded onto `out`.
+    fn string_into(&mut self, out: &mut String) -> Option<()> {
         self.pos += 1;
-        let mut out = String::new();
+        self.chars_into(out, usize::MAX)?;
+        (self.next()? == b'"').then_some(())
+    }
+
+    /// Decodes a string literal's characters onto `out` up to its closing
+    /// quote (left unread) or `end`.
+    fn chars_into(&mut self, out: &mut String, end: usize) -> Option<()> {
         loop {
             let start = self.pos;
             self.pos += plain_run(self.bytes.get(start..).unwrap_or_default());
-            // The run stops at an ASCII byte or the end, so it is a char
-            // boundary; `get` keeps this panic-free regardless.
-            out.push_str(self.text.get(start..self.pos)?);
-            match self.next()? {
-                b'"' => return Some(out),
-                b'\\' => self.escape(&mut out)?,
+            // The run stops at an ASCII byte or the end, so it ends a UTF-8
+            // sequence, valid or not; Node's decoder replaces an invalid one
+            // within it the same way whatever comes after.
+            let run = self.bytes.get(start..self.pos).unwrap_or_default();
+            match std::str::from_utf8(run) {
+                Ok(s) => out.push_str(s),
+                Err(_) => out.push_str(&String::from_utf8_lossy(run)),
+            }
+            if self.pos >= end {
+                return Some(());
+            }
+            match self.peek()? {
+                b'"' => return Some(()),
+                b'\\' => {
+                    self.pos += 1;
+                    self.escape(out)?
+                }
                 // A raw control character U+0000..U+001F.
                 _ => return None,
             }
@@ -322,21 +509,128 @@ impl Parser<'_> {
 
     /// Checks the string literal at the opening quote without building it;
     /// returns the span between the quotes.
-    fn validate_string(&mut self) -> Option<std::ops::Range<usize>> {
+    fn skip_string(&mut self) -> Option<std::ops::Range<usize>> {
         self.pos += 1;
         let start = self.pos;
-        let mut scratch = String::new();
         loop {
             self.pos += plain_run(self.bytes.get(self.pos..).unwrap_or_default());
             match self.next()? {
                 b'"' => return Some(start..self.pos - 1),
-                b'\\' => {
-                    self.escape(&mut scratch)?;
-                    scratch.clear();
-                }
+                // Every escape is valid on its own: a `\u` surrogate that
+                // does not pair is U+FFFD, not an error (see `escape`).
+                b'\\' => match self.next()? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+                    b'u' => {
+                        self.hex4()?;
+                    }
+                    _ => return None,
+                },
                 _ => return None,
             }
         }
+    }
+
+    /// Checks one value (whitespace before it skipped) without building it,
+    /// and says what kind it was. Iterative, with a bit per open container.
+    fn skip_value(&mut self) -> Option<Kind> {
+        let kind = match self.peek()? {
+            b'{' => Kind::Object,
+            b'[' => Kind::Array,
+            b'"' => Kind::String,
+            b't' => Kind::Bool(true),
+            b'f' => Kind::Bool(false),
+            b'n' => Kind::Null,
+            _ => Kind::Number,
+        };
+        // true for an open object, false for an open array.
+        let mut open = BitStack::default();
+        'value: loop {
+            match self.peek()? {
+                b'{' => {
+                    self.pos += 1;
+                    self.skip_ws();
+                    if !self.eat(b'}') {
+                        open.push(true);
+                        self.key_span()?;
+                        continue 'value;
+                    }
+                }
+                b'[' => {
+                    self.pos += 1;
+                    self.skip_ws();
+                    if !self.eat(b']') {
+                        open.push(false);
+                        continue 'value;
+                    }
+                }
+                b'"' => {
+                    self.skip_string()?;
+                }
+                b't' => self.word(b"true")?,
+                b'f' => self.word(b"false")?,
+                b'n' => self.word(b"null")?,
+                b'-' | b'0'..=b'9' => {
+                    self.number_span()?;
+                }
+                _ => return None,
+            }
+            // A complete value: close as many containers as the input closes
+            // here. Whitespace after the outermost value is not its own.
+            while let Some(in_object) = open.last() {
+                self.skip_ws();
+                match (self.next()?, in_object) {
+                    (b',', true) => {
+                        self.skip_ws();
+                        self.key_span()?;
+                        continue 'value;
+                    }
+                    (b',', false) => {
+                        self.skip_ws();
+                        continue 'value;
+                    }
+                    (b'}', true) | (b']', false) => open.pop(),
+                    _ => return None,
+                }
+            }
+            return Some(kind);
+        }
+    }
+
+    /// `String(array)` for the validated array at `pos`, appended: JS's
+    /// `join(",")` flattens nested arrays, so each `,` in an array is one in
+    /// the output, whatever the depth; null elements are empty; an object
+    /// element is "[object Object]". No stack: the token before an element
+    /// (`[` or `,`) already says whether it needs a separator.
+    fn join_into(&mut self, out: &mut String) -> Option<()> {
+        while let Some(b) = self.peek() {
+            match b {
+                b',' => {
+                    out.push(',');
+                    self.pos += 1;
+                }
+                b'{' => {
+                    out.push_str("[object Object]");
+                    self.skip_value()?;
+                }
+                b'"' => self.string_into(out)?,
+                b't' => {
+                    self.word(b"true")?;
+                    out.push_str("true");
+                }
+                b'f' => {
+                    self.word(b"false")?;
+                    out.push_str("false");
+                }
+                b'n' => self.word(b"null")?,
+                b'-' | b'0'..=b'9' => {
+                    let n = self.number()?;
+                    out.push_str(&number_to_js_string(n));
+                }
+                // Brackets and whitespace.
+                _ => self.pos += 1,
+            }
+        }
+        Some(())
     }
 
     /// The escape after a backslash.
@@ -398,7 +692,7 @@ impl Parser<'_> {
     }
 }
 
-/// The string literal at `span` of `text` (from [`parse_deferring`]),
+/// The string literal at `span` of `text` (a [`Raw::literal`]),
 /// decoded inside `text`'s own buffer: escapes only ever shrink, so the
 /// decoded bytes are written at or before the ones being read.
 pub fn take_string(text: String, span: std::ops::Range<usize>) -> String {
@@ -419,7 +713,6 @@ pub fn take_string(text: String, span: std::ops::Range<usize>) -> String {
         let n = (end - r).min(esc.len());
         esc[..n].copy_from_slice(&bytes[r..r + n]);
         let mut p = Parser {
-            text: "",
             bytes: &esc[..n],
             pos: 1,
         };
@@ -469,18 +762,9 @@ fn plain_run(bytes: &[u8]) -> usize {
             .unwrap_or(rest.len())
 }
 
-/// JavaScript's `String(value)` for a value `JSON.parse` produced.
-///
-/// Arrays follow `Array.prototype.join(",")`: null elements become "", nested
-/// arrays are joined in place (`[1,[2,3]]` → "1,2,3"), objects become
-/// "[object Object]".
-///
-/// Two inputs make JS throw instead, and here give a string: an object with
-/// its own `toString` key (JS: "Cannot convert object to primitive value")
-/// still renders "[object Object]", and arrays nested a few thousand deep
-/// (JS: "Maximum call stack size exceeded") are joined iteratively to the
-/// string JS would produce given enough stack. A loop must not crash on a
-/// script's output, and the spec (§2.3) only describes the non-throwing case.
+/// JavaScript's `String(value)` for a value `JSON.parse` produced: the
+/// tree-walking counterpart of [`js_string_at`], kept as its test oracle.
+#[cfg(test)]
 pub fn to_js_string(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
@@ -498,6 +782,7 @@ pub fn to_js_string(v: &Value) -> String {
 }
 
 /// `String()` of a non-array value, appended. (Arrays go through `join_into`.)
+#[cfg(test)]
 fn push_scalar(out: &mut String, v: &Value) {
     match v {
         Value::Null => out.push_str("null"),
@@ -510,6 +795,7 @@ fn push_scalar(out: &mut String, v: &Value) {
 }
 
 /// `items.join(",")` with nested arrays flattened, walked with a heap stack.
+#[cfg(test)]
 fn join_into<'a>(out: &mut String, items: &'a [Value]) {
     // Per open array: its remaining elements and whether one was emitted yet.
     let mut stack: Vec<(std::slice::Iter<'a, Value>, bool)> = vec![(items.iter(), false)];
@@ -741,14 +1027,34 @@ pub(crate) mod tests {
         }
     }
 
+    /// `String()` of the value `text`, by the tree and by the scan, which
+    /// must agree.
     fn js(text: &str) -> String {
         let v = parse(text).unwrap_or_else(|| panic!("{text:?} did not parse"));
-        to_js_string(&v)
+        let tree = to_js_string(&v);
+        let wrapped = format!("{{\"v\":{text}}}");
+        let (_, members) = scanned(&wrapped).expect("scans");
+        assert_eq!(
+            js_string_at(wrapped.as_bytes(), &members[0].1),
+            tree,
+            "{text}"
+        );
+        tree
     }
 
-    /// Top-level string values decoded in place equal what `parse` gives.
+    /// The members `scan_top_level` reports, keys decoded.
+    fn scanned(text: &str) -> Option<(bool, Vec<(String, Raw)>)> {
+        let mut members = Vec::new();
+        let object = scan_top_level(text.as_bytes(), |key, value| {
+            members.push((string_at(text.as_bytes(), key), value))
+        })?;
+        Some((object, members))
+    }
+
+    /// Top-level string values, decoded from their span or in place, equal
+    /// what `parse` gives.
     #[test]
-    fn deferred_strings_decode_like_parse() {
+    fn top_level_string_spans_decode_like_parse() {
         let literals = [
             r#""""#,
             r#""plain""#,
@@ -765,36 +1071,109 @@ pub(crate) mod tests {
                 Some(Value::String(s)) => s.clone(),
                 other => panic!("{lit} parsed as {other:?}"),
             };
-            let (value, deferred) = parse_deferring(&text, 0).expect("parses");
-            // Only top-level values are deferred: not keys, not nested ones.
-            assert_eq!(deferred.len(), 1, "{lit}");
-            assert_eq!(deferred[0].member, 1);
-            assert_eq!(value.get("result"), Some(&s("")));
-            assert_eq!(value.get("z"), Some(&Value::Array(vec![s(&expected)])));
-            let taken = take_string(text.clone(), deferred[0].span.clone());
+            let (object, members) = scanned(&text).expect("scans");
+            assert!(object);
+            let keys: Vec<&str> = members.iter().map(|(k, _)| k.as_str()).collect();
+            assert_eq!(keys, ["k", "result", "z"], "{lit}");
+            let result = &members[1].1;
+            assert_eq!(result.kind, Kind::String);
+            assert_eq!(&text[result.span.clone()], lit);
+            assert_eq!(string_at(text.as_bytes(), result.literal()), expected);
+            assert_eq!(js_string_at(text.as_bytes(), result), expected);
+            assert_eq!(js_string_at(text.as_bytes(), &members[2].1), expected);
+            let taken = take_string(text.clone(), result.literal());
             assert_eq!(taken, expected, "{lit}");
         }
     }
 
     #[test]
-    fn deferring_rejects_what_parse_rejects() {
+    fn scanning_rejects_what_parse_rejects() {
         for bad in [
             r#"{"result":"\x"}"#,
             r#"{"result":"\u12"}"#,
             "{\"result\":\"a\u{1}\"}",
             r#"{"result":"open"#,
             r#"{"result":"ok"} trailing"#,
+            r#"{"a":[1,{"b":2]}}"#,
+            r#"{"a":{"b":2}]}"#,
+            r#"{"a":[1,]}"#,
+            r#"{"a":{"b"}}"#,
+            r#"{"a":{,}}"#,
+            r#"{"a":[1 2]}"#,
         ] {
             assert_eq!(parse(bad), None, "{bad}");
-            assert!(parse_deferring(bad, 0).is_none(), "{bad}");
+            assert_eq!(scanned(bad), None, "{bad}");
         }
     }
 
     #[test]
-    fn short_strings_are_not_deferred() {
-        let (value, deferred) = parse_deferring(r#"{"result":"abc"}"#, 4).expect("parses");
-        assert!(deferred.is_empty());
-        assert_eq!(value.get("result"), Some(&s("abc")));
+    fn scanning_reports_members_in_order_with_kinds_and_spans() {
+        let text = r#" {"n":null,"t":true, "f" :false,"x":-1.5e3,"s":"a","a":[1,{}],"o":{"k":[]},"n":{}} "#;
+        let (object, members) = scanned(text).expect("scans");
+        assert!(object);
+        let got: Vec<(&str, Kind, &str)> = members
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.kind, &text[v.span.clone()]))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("n", Kind::Null, "null"),
+                ("t", Kind::Bool(true), "true"),
+                ("f", Kind::Bool(false), "false"),
+                ("x", Kind::Number, "-1.5e3"),
+                ("s", Kind::String, "\"a\""),
+                ("a", Kind::Array, "[1,{}]"),
+                ("o", Kind::Object, "{\"k\":[]}"),
+                ("n", Kind::Object, "{}"),
+            ]
+        );
+        // Other values are valid but have no members.
+        for text in ["[]", " 1 ", "\"{\"", "null", "[{\"result\":1}]"] {
+            assert_eq!(scanned(text), Some((false, vec![])), "{text}");
+        }
+        assert_eq!(scanned("{}"), Some((true, vec![])));
+    }
+
+    #[test]
+    fn short_strings_only_are_decoded_for_comparison() {
+        let text = r#"{"result":1,"\u0072\u0065\u0073\u0075\u006c\u0074":2,"resultx":3}"#;
+        let mut keys = Vec::new();
+        scan_top_level(text.as_bytes(), |key, _| {
+            keys.push(short_string_at(text.as_bytes(), key, 6))
+        })
+        .expect("scans");
+        assert_eq!(
+            keys,
+            [
+                Some("result".into()),
+                Some("result".into()),
+                Some("resultx".into())
+            ]
+        );
+        let long = format!(r#"{{"{}":1}}"#, "r".repeat(37));
+        scan_top_level(long.as_bytes(), |key, _| {
+            assert_eq!(short_string_at(long.as_bytes(), key, 6), None)
+        })
+        .expect("scans");
+    }
+
+    #[test]
+    fn scanning_takes_bytes_that_are_not_utf8_inside_strings_only() {
+        let bytes = b"{\"r\xffx\":\"a\xc3\",\"z\":[\"\xed\xa0\x80\"]}";
+        let mut members = Vec::new();
+        assert_eq!(
+            scan_top_level(bytes, |k, v| members.push((string_at(bytes, k), v))),
+            Some(true)
+        );
+        assert_eq!(members[0].0, "r\u{FFFD}x");
+        assert_eq!(js_string_at(bytes, &members[0].1), "a\u{FFFD}");
+        assert_eq!(
+            js_string_at(bytes, &members[1].1),
+            "\u{FFFD}\u{FFFD}\u{FFFD}"
+        );
+        assert_eq!(scan_top_level(b"{\"a\":1}\xff", |_, _| ()), None);
+        assert_eq!(scan_top_level(b"{\"a\":\xff}", |_, _| ()), None);
     }
 
     #[test]
@@ -826,15 +1205,6 @@ pub(crate) mod tests {
         assert_eq!(Value::Array(vec![]).get("a"), None);
         assert_eq!(parse("{}"), Some(Value::Object(vec![])));
         assert_eq!(parse("[]"), Some(Value::Array(vec![])));
-    }
-
-    #[test]
-    fn get_mut_is_last_wins_too() {
-        let mut v = parse(r#"{"k":"first","k":"second"}"#).unwrap();
-        if let Some(Value::String(x)) = v.get_mut("k") {
-            x.push('!');
-        }
-        assert_eq!(v.get("k"), Some(&s("second!")));
     }
 
     #[test]
@@ -1009,6 +1379,40 @@ pub(crate) mod tests {
         let joined = to_js_string(&v);
         assert_eq!(joined.len(), 2 * depth + 1);
         assert!(joined.starts_with("1,1,") && joined.ends_with(",1,2"));
+    }
+
+    #[test]
+    fn deep_nesting_is_scanned_with_a_bit_per_level() {
+        let depth = 1_000_000;
+        let text = format!(
+            "{{\"o\":{}1{},\"a\":{}{},\"j\":{}2{}}}",
+            "{\"a\":".repeat(depth),
+            "}".repeat(depth),
+            "[".repeat(depth),
+            "]".repeat(depth),
+            "[1,".repeat(depth),
+            "]".repeat(depth),
+        );
+        let (object, members) = scanned(&text).expect("V8 accepts deep nesting");
+        assert!(object);
+        let kinds: Vec<Kind> = members.iter().map(|(_, v)| v.kind).collect();
+        assert_eq!(kinds, [Kind::Object, Kind::Array, Kind::Array]);
+        let bytes = text.as_bytes();
+        assert_eq!(js_string_at(bytes, &members[0].1), "[object Object]");
+        assert_eq!(js_string_at(bytes, &members[1].1), "");
+        let joined = js_string_at(bytes, &members[2].1);
+        assert_eq!(joined.len(), 2 * depth + 1);
+        assert!(joined.starts_with("1,1,") && joined.ends_with(",1,2"));
+
+        // Unclosed or mismatched deep input is rejected.
+        for bad in [
+            "[".repeat(depth),
+            format!("{}{}", "[".repeat(depth), "}".repeat(depth)),
+            format!("{}1{}]", "{\"a\":".repeat(depth), "}".repeat(depth - 1)),
+            format!("{}{}", "[1,".repeat(depth), "]".repeat(depth)),
+        ] {
+            assert_eq!(scanned(&bad), None);
+        }
     }
 
     #[test]
@@ -1273,6 +1677,40 @@ mod props {
         }
     }
 
+    /// The scan without a tree agrees with `parse` on `text`: same verdict,
+    /// and for an object the same members in order, with the same kinds and
+    /// the same `String()`.
+    fn scan_agrees_with_parse(text: &str) -> Result<(), TestCaseError> {
+        let bytes = text.as_bytes();
+        let mut members = Vec::new();
+        let scanned = scan_top_level(bytes, |k, v| members.push((k, v)));
+        let tree = parse(text);
+        prop_assert_eq!(scanned.is_some(), tree.is_some(), "{:?}", text);
+        let Some(tree) = tree else { return Ok(()) };
+        let Value::Object(want) = &tree else {
+            prop_assert_eq!(scanned, Some(false), "{:?}", text);
+            return Ok(());
+        };
+        prop_assert_eq!(scanned, Some(true));
+        prop_assert_eq!(members.len(), want.len());
+        for ((key, raw), (wk, wv)) in members.iter().zip(want) {
+            prop_assert_eq!(&string_at(bytes, key.clone()), wk);
+            let kind = match wv {
+                Value::Null => Kind::Null,
+                Value::Bool(b) => Kind::Bool(*b),
+                Value::Number(_) => Kind::Number,
+                Value::String(_) => Kind::String,
+                Value::Array(_) => Kind::Array,
+                Value::Object(_) => Kind::Object,
+            };
+            prop_assert_eq!(raw.kind, kind);
+            let reparsed = parse(&text[raw.span.clone()]);
+            prop_assert_eq!(reparsed.as_ref(), Some(wv));
+            prop_assert_eq!(js_string_at(bytes, raw), to_js_string(wv));
+        }
+        Ok(())
+    }
+
     /// Fragments that JSON text is made of, so random glue reaches deep
     /// into the grammar rather than failing at the first byte.
     fn soup() -> impl Strategy<Value = String> {
@@ -1323,7 +1761,7 @@ mod props {
             if let Some(v) = parse(&text) {
                 let _ = to_js_string(&v);
             }
-            let _ = parse_deferring(&text, 0);
+            scan_agrees_with_parse(&text)?;
         }
 
         #[test]
@@ -1337,6 +1775,30 @@ mod props {
             let v = parse(&text);
             prop_assert!(v.as_ref().is_some_and(|v| reads_as(v, &m)), "{text:?} read as {v:?}");
             prop_assert_eq!(to_js_string(v.as_ref().unwrap()), m.js_string());
+            scan_agrees_with_parse(&text)?;
+        }
+
+        #[test]
+        fn objects_are_scanned_as_parse_reads_them(
+            members in prop::collection::vec((testing::key(false), testing::json(false)), 0..8),
+            ws in prop::collection::vec(0usize..8, 0..6),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut text = Vec::new();
+            Json::Obj(members).write(&mut text, &ws);
+            let text = String::from_utf8(text).unwrap();
+            scan_agrees_with_parse(&text)?;
+            // Any prefix or any byte dropped: mostly invalid, always agreeing.
+            let i = cut.index(text.len() + 1);
+            if text.is_char_boundary(i) {
+                scan_agrees_with_parse(&text[..i])?;
+                let mut dropped = text[..i].to_string();
+                if let Some(c) = text[i..].chars().nth(1) {
+                    dropped.push(c);
+                    dropped.push_str(&text[i..].chars().skip(2).collect::<String>());
+                    scan_agrees_with_parse(&dropped)?;
+                }
+            }
         }
 
         #[test]
@@ -1374,6 +1836,14 @@ mod props {
             }
             let v = parse(&text);
             prop_assert_eq!(v.is_some(), complete);
+            // The scan agrees (not through `scan_agrees_with_parse`: the
+            // derived `PartialEq` recurses).
+            let mut members = Vec::new();
+            let scanned = scan_top_level(text.as_bytes(), |_, v| members.push(v));
+            prop_assert_eq!(scanned, complete.then_some(js == 1));
+            if let (Some(Value::Object(want)), [raw]) = (&v, members.as_slice()) {
+                prop_assert_eq!(js_string_at(text.as_bytes(), raw), to_js_string(&want[0].1));
+            }
             if let Some(v) = v {
                 let want = match js {
                     0 => "0".to_string(),

@@ -2,9 +2,12 @@
 //! concern lives in its own module.
 
 mod api;
+mod bounded_read;
+mod checkpoint;
 mod cli;
 mod clock;
 mod delegate;
+mod descendants;
 mod discovery;
 mod duration;
 mod engine;
@@ -22,12 +25,16 @@ mod output;
 mod package_json;
 mod process;
 mod report;
+mod resolve;
+mod resume;
 mod run_flags;
 mod run_log;
+mod run_options;
 mod runtime;
 mod script_env;
 mod self_exe;
 mod semver_range;
+mod shim_parent;
 mod signals;
 mod status;
 mod supervisor;
@@ -37,6 +44,7 @@ mod terminal;
 mod testing;
 mod text;
 mod version_check;
+mod wait;
 
 use std::io::{self, Write};
 
@@ -65,7 +73,9 @@ fn dispatch() -> Result<(), Error> {
     match cli::parse(args)? {
         Command::TopHelp => print_stdout(help::TOP),
         Command::Version => print_stdout(concat!(env!("CARGO_PKG_VERSION"), "\n")),
-        Command::Output(out) => print_stdout(&(output::to_json(&out) + "\n")),
+        Command::Output { out, extensions } => {
+            print_stdout(&(output::to_json_with(&out, &extensions) + "\n"))
+        }
         Command::EnvSet { name, value } => env::set(&name, &value),
         Command::EnvRemove { name } => env::remove(&name),
         Command::EnvList => env::list(),
@@ -79,5 +89,7 @@ fn dispatch() -> Result<(), Error> {
         Command::InstallHelp => print_stdout(help::INSTALL),
         Command::Install(args) => install::install(&args),
         Command::Status { json } => status::list(json),
+        Command::ResumeHelp => print_stdout(help::RESUME),
+        Command::Resume { id, given } => engine::resume(id.as_deref(), |saved| given.apply(saved)),
     }
 }

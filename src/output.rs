@@ -2,7 +2,8 @@
 //! and `stop`, and the JSON `loopx output` prints (§4.3, same shape as the
 //! JS `output()` helper writes, §6.4).
 
-use crate::json::{self, Value};
+use crate::json::{self, Kind, Raw};
+use crate::wait::{self, RetryAfter};
 
 /// One iteration's output (§2.3). Fields are reported as parsed; precedence
 /// (`stop` beats `goto`, `result` only piped with `goto`) is the engine's job.
@@ -13,9 +14,133 @@ pub struct Output {
     pub stop: bool,
 }
 
-/// String values of at least this many bytes are decoded in place rather
-/// than copied (`json::parse_deferring`).
-const DEFER_LEN: usize = 64 * 1024;
+/// String results of at least this many bytes are decoded inside the stdout
+/// buffer rather than copied (`json::take_string`); a shorter one is copied,
+/// so that it does not keep a large buffer alive.
+const IN_PLACE_LEN: usize = 64 * 1024;
+
+/// The top-level fields loopx reads from an object on stdout, and whether
+/// each one makes stdout structured output (§2.3's three do). Reading
+/// another field is one more row here; its value is then found with
+/// [`Fields::get`], whatever else the object holds.
+/// `retry_after` and `cost_usd` are loopx's extensions (DESIGN.md "Beyond the
+/// spec"): read from any top-level object, they never make stdout
+/// structured nor change what §2.3 computes.
+const FIELDS: [(&str, bool); 5] = [
+    ("result", true),
+    ("goto", true),
+    ("stop", true),
+    ("retry_after", false),
+    ("cost_usd", false),
+];
+
+/// The longest name in [`FIELDS`]: a longer key is never even decoded.
+const LONGEST: usize = 11;
+
+/// The extension fields of a script's output, when it is a top-level JSON
+/// object (whether or not it is structured output).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Extensions {
+    pub retry_after: Option<RetryAfter>,
+    pub cost_usd: Option<f64>,
+    /// The first present field whose value is not valid.
+    pub invalid: Option<InvalidField>,
+}
+
+/// An extension field with a value loopx cannot use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidField {
+    pub field: &'static str,
+    /// The value's JSON text, cut short when long.
+    pub value: String,
+    pub why: String,
+}
+
+impl Extensions {
+    /// Reads the extension fields' values out of `bytes`, where `fields`
+    /// found them.
+    fn read(fields: &Fields, bytes: &[u8]) -> Extensions {
+        let mut ext = Extensions::default();
+        let text = |v: &Raw| String::from_utf8_lossy(&bytes[v.span.clone()]).into_owned();
+        let number = |v: &Raw| text(v).parse::<f64>().ok();
+        let mut invalid = |field: &'static str, v: &Raw, why: String| {
+            let shown: String = text(v).chars().take(80).collect();
+            ext.invalid.get_or_insert(InvalidField {
+                field,
+                value: shown,
+                why,
+            });
+        };
+        let mut retry_after = None;
+        if let Some(v) = fields.get("retry_after") {
+            let read = match v.kind {
+                Kind::Number => number(v)
+                    .ok_or_else(String::new)
+                    .and_then(wait::retry_after_seconds),
+                Kind::String => wait::retry_after_time(&json::string_at(bytes, v.literal())),
+                _ => {
+                    Err("expected seconds (a number of at least 0) or an RFC 3339 time".to_string())
+                }
+            };
+            match read {
+                Ok(r) => retry_after = Some(r),
+                Err(why) => invalid("retry_after", v, why),
+            }
+        }
+        let mut cost_usd = None;
+        if let Some(v) = fields.get("cost_usd") {
+            let read = match v.kind {
+                Kind::Number => number(v).ok_or_else(String::new).and_then(wait::cost_usd),
+                _ => Err("expected US dollars (a number of at least 0)".to_string()),
+            };
+            match read {
+                Ok(c) => cost_usd = Some(c),
+                Err(why) => invalid("cost_usd", v, why),
+            }
+        }
+        ext.retry_after = retry_after;
+        ext.cost_usd = cost_usd;
+        ext
+    }
+}
+
+/// The values of [`FIELDS`] in one object, as `JSON.parse` keeps them (the
+/// last of duplicate keys), left in the text: validated, not built. Other
+/// members cost nothing but the scan.
+#[derive(Debug, Default)]
+struct Fields([Option<Raw>; FIELDS.len()]);
+
+impl Fields {
+    /// The fields of `bytes` when it is a JSON object; `None` when it is
+    /// another value or not JSON.
+    fn scan(bytes: &[u8]) -> Option<Fields> {
+        let mut fields = Fields::default();
+        let object = json::scan_top_level(bytes, |key, value| {
+            let Some(name) = json::short_string_at(bytes, key, LONGEST) else {
+                return;
+            };
+            if let Some(i) = FIELDS.iter().position(|(n, _)| *n == name) {
+                // A later duplicate replaces an earlier one, of any type.
+                fields.0[i] = Some(value);
+            }
+        })?;
+        object.then_some(fields)
+    }
+
+    fn get(&self, name: &str) -> Option<&Raw> {
+        let i = FIELDS.iter().position(|(n, _)| *n == name)?;
+        self.0.get(i)?.as_ref()
+    }
+
+    /// The first of §2.3's fields present, in [`FIELDS`] order.
+    fn first_known(&self) -> Option<&'static str> {
+        FIELDS
+            .iter()
+            .zip(&self.0)
+            .find(|((_, known), value)| *known && value.is_some())
+            .map(|((name, _), _)| *name)
+    }
+}
 
 /// Interprets a script's captured stdout (§2.3).
 ///
@@ -26,7 +151,7 @@ const DEFER_LEN: usize = 64 * 1024;
 ///
 /// Takes the buffer by value: plain-text output (up to hundreds of MiB) is
 /// returned as the result without a copy when it is valid UTF-8, and without
-/// a JSON parse unless it starts with `{`.
+/// a JSON scan unless it starts with `{`.
 #[cfg(test)]
 pub fn parse(stdout: Vec<u8>) -> Output {
     parse_structured(stdout).0
@@ -34,67 +159,58 @@ pub fn parse(stdout: Vec<u8>) -> Output {
 
 /// `parse`, also telling whether the output was structured (a JSON object
 /// with a known field) or taken as plain text.
+///
+/// Memory: the stdout buffer, plus the result when it is not a string
+/// (`String(value)`, see `json::js_string_at`), plus one bit per nesting
+/// level while scanning. No tree of the JSON is built.
+#[cfg(test)]
 pub fn parse_structured(stdout: Vec<u8>) -> (Output, bool) {
+    let (out, structured, _) = parse_with_extensions(stdout);
+    (out, structured)
+}
+
+/// `parse_structured`, and the extension fields, from the same scan.
+pub fn parse_with_extensions(stdout: Vec<u8>) -> (Output, bool, Extensions) {
     // Only an object can be structured, and JSON.parse allows nothing but
     // JSON whitespace before it; checking the first other byte avoids a
-    // parse attempt on ordinary text.
+    // scan on ordinary text.
     let first = stdout
         .iter()
         .copied()
         .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
     let text = decode_utf8(stdout);
     if first != Some(b'{') {
-        return (raw(text), false);
+        return (raw(text), false, Extensions::default());
     }
-    let Some((mut value, deferred)) = json::parse_deferring(&text, DEFER_LEN) else {
-        return (raw(text), false);
+    let fields = match Fields::scan(text.as_bytes()) {
+        Some(fields) => fields,
+        // Not JSON (§2.3): all of it is the result.
+        None => return (raw(text), false, Extensions::default()),
     };
-    if ["result", "goto", "stop"]
-        .iter()
-        .all(|key| value.get(key).is_none())
-    {
-        // A valid object, but with none of the known keys (§2.3).
-        drop(value);
-        return (raw(text), false);
+    let ext = Extensions::read(&fields, text.as_bytes());
+    if fields.first_known().is_none() {
+        // An object with none of §2.3's keys is plain text too.
+        return (raw(text), false, ext);
     }
-    // Where a key's (last, as JSON.parse keeps it) string value was left in
-    // the text.
-    let span_of = |key: &str| {
-        let Value::Object(members) = &value else {
-            return None;
-        };
-        let member = members.iter().rposition(|(k, _)| k == key)?;
-        deferred
-            .iter()
-            .find(|d| d.member == member)
-            .map(|d| d.span.clone())
-    };
-    let (goto_span, result_span) = (span_of("goto"), span_of("result"));
+    let bytes = text.as_bytes();
     // `goto` counts only as a string, `stop` only as exactly `true` (§2.3).
-    let goto = match (value.get("goto"), goto_span) {
-        (Some(Value::String(_)), Some(span)) => Some(json::take_string(
-            text[span.clone()].to_string(),
-            0..span.len(),
-        )),
-        (Some(Value::String(g)), None) => Some(g.clone()),
-        _ => None,
-    };
-    let stop = matches!(value.get("stop"), Some(Value::Bool(true)));
-    // `String(value)`; a string result is moved out, not copied, since it
-    // may be most of a large stdout: a large one is decoded inside the
-    // stdout buffer itself.
-    let result = match result_span {
-        Some(span) => Some(json::take_string(text, span)),
-        None => {
-            // The raw text is no longer needed; free it first.
-            drop(text);
-            value.get_mut("result").map(|r| match r {
-                Value::String(s) => std::mem::take(s),
-                other => json::to_js_string(other),
-            })
+    let goto = fields
+        .get("goto")
+        .filter(|v| v.kind == Kind::String)
+        .map(|v| json::string_at(bytes, v.literal()));
+    let stop = fields
+        .get("stop")
+        .is_some_and(|v| v.kind == Kind::Bool(true));
+    // `String(value)`. A string result may be most of a large stdout: a
+    // large one is decoded inside the stdout buffer itself, not copied.
+    let result = match fields.get("result") {
+        None => None,
+        Some(v) if v.kind == Kind::String && v.literal().len() >= IN_PLACE_LEN => {
+            Some(json::take_string(text, v.literal()))
         }
+        Some(v) => Some(json::js_string_at(bytes, v)),
     };
-    (Output { result, goto, stop }, true)
+    (Output { result, goto, stop }, true, ext)
 }
 
 fn raw(text: String) -> Output {
@@ -140,18 +256,31 @@ pub fn to_json(out: &Output) -> String {
     json
 }
 
-/// The fields §2.3 knows.
-const FIELDS: [&str; 3] = ["result", "goto", "stop"];
+/// `to_json`, with extension members (already JSON values) after §4.3's.
+pub fn to_json_with(out: &Output, extensions: &[(&str, String)]) -> String {
+    let mut json = to_json(out);
+    json.pop();
+    for (key, value) in extensions {
+        if json.len() > 1 {
+            json.push(',');
+        }
+        json::write_json_string(&mut json, key);
+        json.push(':');
+        json.push_str(value);
+    }
+    json.push('}');
+    json
+}
 
 /// What a JSON value is, in words, for notes.
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+fn kind(k: Kind) -> &'static str {
+    match k {
+        Kind::Null => "null",
+        Kind::Bool(_) => "a boolean",
+        Kind::Number => "a number",
+        Kind::String => "a string",
+        Kind::Array => "an array",
+        Kind::Object => "an object",
     }
 }
 
@@ -159,7 +288,7 @@ fn kind(v: &Value) -> &'static str {
 /// (`--verbose` points them out; the loop still behaves as §2.3 says):
 /// stdout that looks like JSON but is not, an object whose fields miss the
 /// known ones narrowly, `stop` that is not exactly `true`, `goto` that is not
-/// a string.
+/// a string. Scans like `parse_structured`, building no tree.
 pub fn suspicions(stdout: &[u8]) -> Vec<String> {
     let first = stdout
         .iter()
@@ -167,43 +296,53 @@ pub fn suspicions(stdout: &[u8]) -> Vec<String> {
     if first.map(|i| stdout[i]) != Some(b'{') {
         return Vec::new();
     }
-    let text = String::from_utf8_lossy(stdout);
-    let Some(value) = json::parse(&text) else {
+    // Starting with `{`, valid JSON is an object.
+    let Some(fields) = Fields::scan(stdout) else {
         return vec![
             "stdout starts with '{' but is not valid JSON, so all of it is the result".into(),
         ];
     };
-    let Value::Object(members) = &value else {
-        return Vec::new();
-    };
     let mut notes = Vec::new();
-    if FIELDS.iter().all(|f| value.get(f).is_none()) {
-        for (key, inner) in members {
-            if let Some(field) = FIELDS.iter().find(|f| f.eq_ignore_ascii_case(key)) {
+    if fields.first_known().is_none() {
+        // Valid, so this second scan reports every member.
+        json::scan_top_level(stdout, |key, value| {
+            let near = json::short_string_at(stdout, key.clone(), LONGEST).and_then(|name| {
+                let (field, _) = FIELDS
+                    .iter()
+                    .find(|(f, known)| *known && f.eq_ignore_ascii_case(&name))?;
+                Some((name, field))
+            });
+            if let Some((name, field)) = near {
                 notes.push(format!(
-                    "'{key}' is not a field of the output (did you mean '{field}'?), so all of stdout is the result"
+                    "'{name}' is not a field of the output (did you mean '{field}'?), so all of stdout is the result"
                 ));
-            } else if let Some(field) = FIELDS.iter().find(|f| inner.get(f).is_some()) {
-                notes.push(format!(
-                    "'{field}' is nested inside '{key}', not at the top level, so all of stdout is the result"
-                ));
+            } else if value.kind == Kind::Object {
+                let inner = stdout.get(value.span).unwrap_or_default();
+                if let Some(field) = Fields::scan(inner).and_then(|f| f.first_known()) {
+                    let name = json::string_at(stdout, key);
+                    notes.push(format!(
+                        "'{field}' is nested inside '{name}', not at the top level, so all of stdout is the result"
+                    ));
+                }
             }
-        }
+        });
         return notes;
     }
-    match value.get("stop") {
-        None | Some(Value::Bool(true)) => {}
+    match fields.get("stop") {
+        None => {}
+        Some(v) if v.kind == Kind::Bool(true) => {}
         Some(other) => notes.push(format!(
             "stop is {} ({}), not true, so the loop does not stop",
-            json::to_js_string(other),
-            kind(other)
+            json::js_string_at(stdout, other),
+            kind(other.kind)
         )),
     }
-    match value.get("goto") {
-        None | Some(Value::String(_)) => {}
+    match fields.get("goto") {
+        None => {}
+        Some(v) if v.kind == Kind::String => {}
         Some(other) => notes.push(format!(
             "goto is {}, not a string, so it is ignored",
-            kind(other)
+            kind(other.kind)
         )),
     }
     notes
@@ -212,6 +351,71 @@ pub fn suspicions(stdout: &[u8]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ext(text: &str) -> (bool, Extensions) {
+        let (_, structured, ext) = parse_with_extensions(text.as_bytes().to_vec());
+        (structured, ext)
+    }
+
+    #[test]
+    fn extension_fields_are_read_from_any_object_and_never_make_it_structured() {
+        let (structured, e) = ext(r#"{"retry_after":5}"#);
+        assert!(!structured);
+        assert_eq!(e.retry_after, Some(RetryAfter::Seconds(5.0)));
+        let (structured, e) =
+            ext(r#"{"result":"r","retry_after":"1970-01-01T00:00:01Z","cost_usd":0.5}"#);
+        assert!(structured);
+        assert_eq!(e.retry_after, Some(RetryAfter::At(1000)));
+        assert_eq!(e.cost_usd, Some(0.5));
+        // Last duplicate wins, whatever came before.
+        let (_, e) = ext(r#"{"cost_usd":"x","cost_usd":2,"retry_after":-1,"retry_after":0}"#);
+        assert_eq!((e.cost_usd, e.invalid), (Some(2.0), None));
+        assert_eq!(e.retry_after, Some(RetryAfter::Seconds(0.0)));
+        for text in [
+            "retry_after: 5",
+            r#"[{"retry_after":5}]"#,
+            r#"{"retry_after":5"#,
+        ] {
+            assert_eq!(ext(text).1, Extensions::default(), "{text}");
+        }
+    }
+
+    #[test]
+    fn an_invalid_extension_value_is_named_as_written() {
+        let cases = [
+            (r#"{"retry_after":-1}"#, "retry_after", "-1"),
+            (r#"{"retry_after":"soon"}"#, "retry_after", r#""soon""#),
+            (r#"{"retry_after":null}"#, "retry_after", "null"),
+            (r#"{"retry_after":[1]}"#, "retry_after", "[1]"),
+            (r#"{"stop":true,"cost_usd":-2e3}"#, "cost_usd", "-2e3"),
+            (r#"{"cost_usd":"1"}"#, "cost_usd", r#""1""#),
+        ];
+        for (text, field, value) in cases {
+            let bad = ext(text).1.invalid.expect(text);
+            assert_eq!((bad.field, bad.value.as_str()), (field, value), "{text}");
+        }
+    }
+
+    #[test]
+    fn loopx_output_appends_extension_members() {
+        let out = Output {
+            result: Some("r".into()),
+            ..Output::default()
+        };
+        let ext = [
+            ("retry_after", "90".to_string()),
+            ("cost_usd", "0.25".to_string()),
+        ];
+        assert_eq!(
+            to_json_with(&out, &ext),
+            r#"{"result":"r","retry_after":90,"cost_usd":0.25}"#
+        );
+        assert_eq!(
+            to_json_with(&Output::default(), &ext[1..]),
+            r#"{"cost_usd":0.25}"#
+        );
+    }
+    use crate::json::Value;
 
     fn p(text: &str) -> Output {
         parse(text.as_bytes().to_vec())
@@ -353,6 +557,23 @@ mod tests {
         assert_eq!(p(r#"{"goto":1,"goto":"a"}"#), out(None, Some("a"), false));
         assert_eq!(p(r#"{"stop":true,"stop":false}"#), out(None, None, false));
         assert_eq!(p(r#"{"stop":false,"stop":true}"#), out(None, None, true));
+        // A later value replaces an earlier one of another type, both ways.
+        assert_eq!(
+            p(r#"{"result":"a","result":{"b":1}}"#).result.as_deref(),
+            Some("[object Object]")
+        );
+        assert_eq!(
+            p(r#"{"result":[1,[2]],"result":"s"}"#).result.as_deref(),
+            Some("s")
+        );
+        // Keys are compared decoded.
+        assert_eq!(
+            p(r#"{"result":"a","\u0072esult":"b"}"#).result.as_deref(),
+            Some("b")
+        );
+        let big = "z".repeat(IN_PLACE_LEN);
+        let text = format!(r#"{{"result":"{big}","result":[null,{{}},"{big}"]}}"#);
+        assert_eq!(p(&text).result, Some(format!(",[object Object],{big}")));
     }
 
     #[test]
@@ -1010,6 +1231,28 @@ process.stdout.write(JSON.stringify(out));
         assert!(notes(r#"{"stop":1}"#)[0].contains("a number"));
         assert!(notes(r#"{"stop":false}"#)[0].contains("a boolean"));
         assert!(notes(r#"{"goto":["a"]}"#)[0].contains("goto is an array"));
+        assert_eq!(
+            notes(r#"{"stop":[1,[2,{}]],"goto":{}}"#),
+            [
+                "stop is 1,2,[object Object] (an array), not true, so the loop does not stop",
+                "goto is an object, not a string, so it is ignored",
+            ]
+        );
+        // Deep values are scanned, not built; only top-level members are
+        // looked into, one level down.
+        let depth = 1_000_000;
+        let deep = format!(
+            r#"{{"data":{{"x":{}{},"stop":1}},"Stop":{}1{},"more":{{"a":{{"goto":1}}}}}}"#,
+            "[".repeat(depth),
+            "]".repeat(depth),
+            "{\"a\":".repeat(depth),
+            "}".repeat(depth),
+        );
+        assert_eq!(notes(&deep), [
+            "'stop' is nested inside 'data', not at the top level, so all of stdout is the result",
+            "'Stop' is not a field of the output (did you mean 'stop'?), so all of stdout is the result",
+        ]);
+        assert!(notes(&deep[..deep.len() - 1])[0].contains("not valid JSON"));
     }
 }
 
@@ -1020,6 +1263,7 @@ process.stdout.write(JSON.stringify(out));
 mod props {
     use super::*;
     use crate::cli::{self, Command};
+    use crate::json::Value;
     use crate::testing::{self, config, Json};
     use proptest::prelude::*;
     use std::ffi::OsString;
@@ -1121,7 +1365,7 @@ mod props {
         ) {
             let args = output_args(&result, &goto, stop, &order, &joined);
             match cli::parse(args.clone()) {
-                Ok(Command::Output(out)) => {
+                Ok(Command::Output { out, .. }) => {
                     let want = Output { result, goto, stop };
                     prop_assert_eq!(&out, &want, "{:?}", args);
                     prop_assert_eq!(parse(to_json(&out).into_bytes()), want);
@@ -1130,6 +1374,119 @@ mod props {
                 // No flag at all is the one usage error (§4.3).
                 Err(e) => prop_assert!(result.is_none() && goto.is_none() && !stop, "{args:?}: {e}"),
             }
+        }
+    }
+
+    /// How this module read stdout before it scanned instead: the whole
+    /// tree from `JSON.parse`, then `String()` of it. The oracle for the scan.
+    fn by_tree(stdout: &[u8]) -> Output {
+        let text = String::from_utf8_lossy(stdout).into_owned();
+        let value = json::parse(&text).filter(|v| matches!(v, Value::Object(_)));
+        let Some(v) = value.filter(|v| FIELDS.iter().any(|(k, _)| v.get(k).is_some())) else {
+            return raw(text);
+        };
+        Output {
+            result: v.get("result").map(json::to_js_string),
+            goto: match v.get("goto") {
+                Some(Value::String(g)) => Some(g.clone()),
+                _ => None,
+            },
+            stop: matches!(v.get("stop"), Some(Value::Bool(true))),
+        }
+    }
+
+    /// `suspicions` as it was on the tree, also an oracle.
+    fn suspicions_by_tree(stdout: &[u8]) -> Vec<String> {
+        let first = stdout
+            .iter()
+            .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
+        if first.map(|i| stdout[i]) != Some(b'{') {
+            return Vec::new();
+        }
+        let text = String::from_utf8_lossy(stdout);
+        let Some(value) = json::parse(&text) else {
+            return vec![
+                "stdout starts with '{' but is not valid JSON, so all of it is the result".into(),
+            ];
+        };
+        let Value::Object(members) = &value else {
+            return Vec::new();
+        };
+        let known = ["result", "goto", "stop"];
+        let kind = |v: &Value| match v {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Number(_) => "a number",
+            Value::String(_) => "a string",
+            Value::Array(_) => "an array",
+            Value::Object(_) => "an object",
+        };
+        let mut notes = Vec::new();
+        if known.iter().all(|f| value.get(f).is_none()) {
+            for (key, inner) in members {
+                if let Some(field) = known.iter().find(|f| f.eq_ignore_ascii_case(key)) {
+                    notes.push(format!(
+                        "'{key}' is not a field of the output (did you mean '{field}'?), so all of stdout is the result"
+                    ));
+                } else if let Some(field) = known.iter().find(|f| inner.get(f).is_some()) {
+                    notes.push(format!(
+                        "'{field}' is nested inside '{key}', not at the top level, so all of stdout is the result"
+                    ));
+                }
+            }
+            return notes;
+        }
+        match value.get("stop") {
+            None | Some(Value::Bool(true)) => {}
+            Some(other) => notes.push(format!(
+                "stop is {} ({}), not true, so the loop does not stop",
+                json::to_js_string(other),
+                kind(other)
+            )),
+        }
+        match value.get("goto") {
+            None | Some(Value::String(_)) => {}
+            Some(other) => notes.push(format!(
+                "goto is {}, not a string, so it is ignored",
+                kind(other)
+            )),
+        }
+        notes
+    }
+
+    /// A stdout: generated, sometimes damaged (cut short, a byte dropped,
+    /// a byte inserted), or with a deep value spliced in.
+    fn stdout_bytes() -> impl Strategy<Value = Vec<u8>> {
+        let edit = prop_oneof![
+            Just(None),
+            (any::<prop::sample::Index>(), 0u8..4, any::<u8>()).prop_map(Some),
+        ];
+        (stdout_model(), prop::collection::vec(0usize..8, 0..6), edit).prop_map(|(m, ws, edit)| {
+            let mut stdout = Vec::new();
+            m.write(&mut stdout, &ws);
+            if let Some((at, how, byte)) = edit {
+                let i = at.index(stdout.len() + 1);
+                match how {
+                    0 => stdout.truncate(i),
+                    1 if i < stdout.len() => {
+                        stdout.remove(i);
+                    }
+                    2 => stdout.insert(i, byte),
+                    _ => stdout.insert(i, b"{}[],:\"0n"[usize::from(byte) % 9]),
+                }
+            }
+            stdout
+        })
+    }
+
+    proptest! {
+        #![proptest_config(config(2048))]
+
+        #[test]
+        fn the_scan_reads_stdout_as_the_tree_did(stdout in stdout_bytes()) {
+            prop_assert_eq!(parse(stdout.clone()), by_tree(&stdout), "{:?}",
+                String::from_utf8_lossy(&stdout));
+            prop_assert_eq!(suspicions(&stdout), suspicions_by_tree(&stdout));
         }
     }
 

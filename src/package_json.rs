@@ -1,10 +1,10 @@
 //! Reading a `package.json`: the project root's for delegation (§3.2) and a
 //! workflow's for its loopx version range (§3.2, §10.6).
 
-use std::fs;
 use std::io;
 use std::path::Path;
 
+use crate::bounded_read::{self, Accept, Failure};
 use crate::json::{self, Value};
 
 /// The outcome of reading a package.json; each failure mode of §3.2 is
@@ -16,11 +16,17 @@ pub enum PackageJson {
     Parsed(Value),
 }
 
+/// Reads and parses `path`. Only a regular file of at most
+/// `bounded_read::LIMIT` bytes is read: a fifo or device here is no
+/// package.json, and would keep loopx waiting (delegation reads the project
+/// root's before anything else), so it is "unreadable", with a warning, as
+/// §3.2 says for a package.json that cannot be read.
 pub fn read(path: &Path) -> PackageJson {
-    let bytes = match fs::read(path) {
+    let bytes = match bounded_read::read(path, Accept::Regular) {
         Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return PackageJson::Missing,
-        Err(e) => return PackageJson::Unreadable(e),
+        Err(Failure::NotFound) => return PackageJson::Missing,
+        Err(Failure::Io(e)) => return PackageJson::Unreadable(e),
+        Err(other) => return PackageJson::Unreadable(io::Error::other(other.to_string())),
     };
     let text = String::from_utf8_lossy(&bytes);
     // npm tolerates a UTF-8 byte order mark in package.json; so do we.

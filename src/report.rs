@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::clock;
 use crate::duration;
 use crate::error::{signal_name, Error};
-use crate::json::Object;
+use crate::json::{self, Object};
 use crate::messages;
 use crate::output::{self, Output};
 use crate::process::Status;
@@ -27,6 +27,8 @@ pub enum Done {
     MaxIterations,
     /// `--max-time`.
     MaxTime,
+    /// `--max-cost`.
+    MaxCost,
     /// The API's consumer asked for no more (§9.1).
     Consumer,
 }
@@ -37,6 +39,7 @@ impl Done {
             Done::Stop => "stop",
             Done::MaxIterations => "max_iterations",
             Done::MaxTime => "max_time",
+            Done::MaxCost => "max_cost",
             Done::Consumer => "consumer",
         }
     }
@@ -59,11 +62,15 @@ pub struct Reporter {
     iterations: u64,
 }
 
-/// How a script ended, in a few words: `exit 0`, `killed by SIGSEGV`,
-/// `timed out`.
-fn how(f: &Finished) -> String {
+/// How a script ended, in a few words, for every message that says so:
+/// `exit 0`, `killed by SIGSEGV`, `interrupted by SIGINT`, `timed out`, or
+/// `timed out after 5s` when the limit is given.
+pub fn ending(f: &Finished, timeout: Option<Duration>) -> String {
     match (f.ending, f.status) {
-        (Ending::TimedOut, _) => "timed out".to_string(),
+        (Ending::TimedOut, _) => match timeout {
+            Some(after) => format!("timed out after {}", duration::format(after)),
+            None => "timed out".to_string(),
+        },
         (Ending::Interrupted(sig), _) => format!("interrupted by {}", signal_name(sig)),
         (_, Status::Code(code)) => format!("exit {code}"),
         (_, Status::Signal(sig)) => format!("killed by {}", signal_name(sig)),
@@ -87,9 +94,17 @@ fn script_line(log: &RunLog, event: &str, run: &ScriptRun) -> Object {
 }
 
 impl Reporter {
-    /// `log`: the run log's path, already chosen (`--log` over `LOOPX_LOG`).
-    pub fn new(log: Option<&Path>, verbose: bool, run_id: &str) -> Result<Reporter, Error> {
-        let log = log.map(|path| RunLog::open(path, run_id)).transpose()?;
+    /// `log`: the run log's path, already chosen (`--log` over `LOOPX_LOG`);
+    /// `stdout_taken` when it may not be `-` (RunLog::open).
+    pub fn new(
+        log: Option<&Path>,
+        verbose: bool,
+        run_id: &str,
+        stdout_taken: bool,
+    ) -> Result<Reporter, Error> {
+        let log = log
+            .map(|path| RunLog::open(path, run_id, stdout_taken))
+            .transpose()?;
         Ok(Reporter {
             log,
             status: None,
@@ -110,6 +125,22 @@ impl Reporter {
             .str("root", &root.to_string_lossy())
             .str("target", target)
             .raw("options", options);
+        log.write(line);
+    }
+
+    /// A resumed run carries on (`loopx resume`): the log goes on under the
+    /// same run id.
+    pub fn run_resume(&mut self, target: &str, options: &str, root: &Path, iteration: u64) {
+        self.iterations = iteration.saturating_sub(1);
+        let Some(log) = &mut self.log else { return };
+        let line = log
+            .line("run_resume")
+            .str("version", env!("CARGO_PKG_VERSION"))
+            .num("pid", u64::from(std::process::id()))
+            .str("root", &root.to_string_lossy())
+            .str("target", target)
+            .raw("options", options)
+            .num("iteration", iteration);
         log.write(line);
     }
 
@@ -154,6 +185,7 @@ impl Reporter {
         f: &Finished,
         stdout_bytes: usize,
         output: Option<(&Output, bool)>,
+        cost_usd: Option<f64>,
     ) {
         let took = self.script_started.elapsed();
         if let Some(log) = &mut self.log {
@@ -181,6 +213,10 @@ impl Reporter {
                 .num("duration_ms", took.as_millis() as u64)
                 .num("stdout_bytes", stdout_bytes as u64)
                 .raw("output", &output_json);
+            let line = match cost_usd {
+                Some(c) => line.raw("cost_usd", &json::number_to_js_string(c)),
+                None => line,
+            };
             log.write(line);
         }
         if self.verbose {
@@ -196,7 +232,7 @@ impl Reporter {
                 "[{}] {} {} in {}{next}",
                 run.iteration,
                 run.label,
-                how(f),
+                ending(f, None),
                 duration::format_elapsed(took)
             ));
         }
@@ -205,6 +241,19 @@ impl Reporter {
     pub fn timeout(&mut self, run: &ScriptRun, after: Duration) {
         if let Some(log) = &mut self.log {
             let line = script_line(log, "timeout", run).num("timeout_ms", after.as_millis() as u64);
+            log.write(line);
+        }
+    }
+
+    /// The script asked to run again at `until_ms` (a wall-clock time),
+    /// `wait` from now.
+    pub fn wait(&mut self, run: &ScriptRun, until_ms: i64, wait: Duration) {
+        self.set_status(run, Phase::Waiting(until_ms));
+        if let Some(log) = &mut self.log {
+            let until = clock::format_ms(u64::try_from(until_ms).unwrap_or(0));
+            let line = script_line(log, "wait", run)
+                .str("until", &until)
+                .raw("seconds", &json::number_to_js_string(wait.as_secs_f64()));
             log.write(line);
         }
     }
@@ -222,7 +271,8 @@ impl Reporter {
 
     /// The run's end, whatever it was: the log's last line, synced to disk;
     /// `--verbose`'s last line; the status file goes.
-    pub fn run_end(&mut self, result: &Result<Done, Error>) {
+    /// `cost_usd`: the run's total, when a script reported one.
+    pub fn run_end(&mut self, result: &Result<Done, Error>, cost_usd: Option<f64>) {
         self.status = None;
         let (reason, code) = match result {
             Ok(done) => (done.reason(), 0),
@@ -241,6 +291,10 @@ impl Reporter {
                 .num("iterations", self.iterations)
                 .num("duration_ms", took.as_millis() as u64)
                 .opt_str("error", error.as_deref());
+            let line = match cost_usd {
+                Some(c) => line.raw("cost_usd", &json::number_to_js_string(c)),
+                None => line,
+            };
             log.write(line);
             log.sync();
         }

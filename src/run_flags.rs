@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use lexopt::prelude::*;
 
 use crate::duration;
-use crate::engine::RunOptions;
+use crate::run_options::RunOptions;
 
 /// One option of `loopx run`.
 pub struct Flag {
@@ -113,6 +113,32 @@ pub const FLAGS: &[Flag] = &[
     },
     Flag {
         short: None,
+        long: Some("max-cost"),
+        value: "<usd>",
+        help: &[
+            "Money budget: no script starts once the scripts'",
+            "reported cost_usd adds up to <usd>, then exit 0",
+        ],
+        apply: |o, v| {
+            o.max_cost = Some(crate::wait::parse_dollars(&lossy(v))?);
+            Ok(())
+        },
+    },
+    Flag {
+        short: None,
+        long: Some("max-wait"),
+        value: "<duration>",
+        help: &[
+            "Longest wait a script may ask for with retry_after",
+            "(default 24h); a longer one ends the run (exit 75)",
+        ],
+        apply: |o, v| {
+            o.max_wait = duration::parse(&lossy(v))?;
+            Ok(())
+        },
+    },
+    Flag {
+        short: None,
         long: Some("retry"),
         value: "<count>",
         help: &[
@@ -144,10 +170,24 @@ pub const FLAGS: &[Flag] = &[
         value: "<path>",
         help: &[
             "Append a JSON line per event of the run to this",
-            "file (also LOOPX_LOG; this option wins)",
+            "file of yours, or to stdout if it is '-' (also",
+            "LOOPX_LOG; this option wins)",
         ],
         apply: |o, v| {
             o.log = Some(PathBuf::from(v));
+            Ok(())
+        },
+    },
+    Flag {
+        short: None,
+        long: Some("resume"),
+        value: "",
+        help: &[
+            "Resume this project's latest resumable run of the",
+            "target if there is one, else start a new run",
+        ],
+        apply: |o, _| {
+            o.resume = true;
             Ok(())
         },
     },
@@ -184,7 +224,7 @@ fn positive_duration(v: &str) -> Result<std::time::Duration, String> {
 }
 
 /// What `loopx run`'s arguments ask for.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub enum Parsed {
     Help,
     Run(RunOptions),
@@ -254,6 +294,84 @@ pub fn parse(args: Vec<OsString>) -> Result<Parsed, String> {
         }
     };
     Ok(Parsed::Run(options))
+}
+
+/// The options given to `loopx resume`, checked, to apply over the saved
+/// ones (the same table as `run`'s, so a value means the same to both).
+#[derive(Debug, PartialEq)]
+pub struct Given(Vec<(usize, OsString)>);
+
+impl Given {
+    pub fn apply(&self, mut options: RunOptions) -> RunOptions {
+        for (index, value) in &self.0 {
+            // Checked when parsed: the same value applies again.
+            let _ = (FLAGS[*index].apply)(&mut options, value.clone());
+        }
+        options
+    }
+}
+
+/// What `loopx resume`'s arguments ask for.
+#[derive(Debug, PartialEq)]
+pub enum ParsedResume {
+    Help,
+    Resume { id: Option<String>, given: Given },
+}
+
+/// Parses `loopx resume [<run-id>] [options]`: `run`'s options but
+/// `--resume`, and at most one run id.
+pub fn parse_resume(args: Vec<OsString>) -> Result<ParsedResume, String> {
+    if help_requested(&args) {
+        return Ok(ParsedResume::Help);
+    }
+    let mut p = lexopt::Parser::from_args(args);
+    let mut scratch = RunOptions::default();
+    let mut seen = [false; FLAGS.len()];
+    let mut given = Vec::new();
+    let mut ids: Vec<String> = Vec::new();
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        if let Value(v) = arg {
+            ids.push(lossy(v));
+            continue;
+        }
+        let index = FLAGS
+            .iter()
+            .position(|f| f.matches(&arg) && f.long != Some("resume"))
+            .ok_or_else(|| format!("unknown option '{}' for 'loopx resume'", shown_arg(&arg)))?;
+        let flag = &FLAGS[index];
+        let name = flag.name();
+        let value = if flag.value.is_empty() {
+            OsString::new()
+        } else {
+            p.value()
+                .map_err(|_| format!("option '{name}' needs a value"))?
+        };
+        if std::mem::replace(&mut seen[index], true) {
+            return Err(format!("option '{name}' given more than once"));
+        }
+        let shown = value.to_string_lossy().into_owned();
+        (flag.apply)(&mut scratch, value.clone())
+            .map_err(|why| format!("invalid value '{shown}' for {name}: {why}"))?;
+        given.push((index, value));
+    }
+    if ids.len() > 1 {
+        return Err(format!(
+            "expected at most one run id, got {}",
+            ids.join(" ")
+        ));
+    }
+    Ok(ParsedResume::Resume {
+        id: ids.pop(),
+        given: Given(given),
+    })
+}
+
+fn shown_arg(arg: &lexopt::Arg) -> String {
+    match arg {
+        Short(c) => format!("-{c}"),
+        Long(l) => format!("--{l}"),
+        Value(v) => v.to_string_lossy().into_owned(),
+    }
 }
 
 /// The "Options:" lines of run help, from the table.

@@ -12,6 +12,7 @@
 //! variables that was ~80% of the instructions loopx itself spent per
 //! iteration (callgrind, `run -n 200` of an empty script).
 
+use std::collections::HashMap;
 use std::ffi::{CString, OsStr, OsString};
 use std::os::raw::c_char;
 use std::os::unix::ffi::OsStrExt;
@@ -50,20 +51,27 @@ pub type Vars = [(OsString, OsString)];
 
 impl ScriptEnv {
     /// `inherited`, then each of `layers` over it (§8.3 order: env files,
-    /// then loopx's own variables).
+    /// then loopx's own variables). A later value of a name replaces the
+    /// earlier one where it stood: the first occurrence fixes the order.
+    /// The index of names keeps this linear: a linear search per variable
+    /// made 40k variables from `-e` take 10 s.
     pub fn new(
         inherited: impl Iterator<Item = (OsString, OsString)>,
         layers: &[&Vars],
     ) -> ScriptEnv {
         let mut base: Vec<CString> = Vec::new();
+        let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
         let mut set = |name: &OsStr, value: &OsStr| {
             if PER_SPAWN.iter().any(|p| name.as_bytes() == p.as_bytes()) {
                 return;
             }
             let Some(e) = entry(name, value) else { return };
-            match base.iter().position(|b| name_of(b) == name.as_bytes()) {
-                Some(i) => base[i] = e,
-                None => base.push(e),
+            match index.get(name.as_bytes()) {
+                Some(&i) => base[i] = e,
+                None => {
+                    index.insert(name.as_bytes().to_vec(), base.len());
+                    base.push(e);
+                }
             }
         };
         for (name, value) in inherited {
@@ -133,6 +141,53 @@ mod tests {
             strings(env.envp(&[])),
             ["PATH=/bin", "KEY=file", "LOOPX_BIN=/usr/bin/loopx", "NEW=x"]
         );
+    }
+
+    #[test]
+    fn a_name_keeps_its_first_place_and_its_last_value_across_layers() {
+        // Duplicates within a layer (the env files are folded before, but
+        // the inherited environment may repeat a name) and across layers.
+        let inherited = os(&[("A", "1"), ("B", "1"), ("A", "2"), ("C", "1")]);
+        let files = os(&[
+            ("C", "files"),
+            ("D", "files"),
+            ("B", "files"),
+            ("D", "last"),
+        ]);
+        let own = os(&[("A", "own"), ("E", "own")]);
+        let mut env = ScriptEnv::new(inherited.into_iter(), &[&files, &own]);
+        assert_eq!(
+            strings(env.envp(&[])),
+            ["A=own", "B=files", "C=files", "D=last", "E=own"]
+        );
+    }
+
+    #[test]
+    fn building_is_linear_in_the_number_of_variables() {
+        // The answer for n variables of which half repeat an earlier name,
+        // against a reference model: a map for values, first-seen order.
+        fn model(vars: &[(OsString, OsString)]) -> Vec<String> {
+            let mut order: Vec<&OsString> = Vec::new();
+            let mut values: HashMap<&OsString, &OsString> = HashMap::new();
+            for (k, v) in vars {
+                if values.insert(k, v).is_none() {
+                    order.push(k);
+                }
+            }
+            order
+                .iter()
+                .map(|k| format!("{}={}", k.to_string_lossy(), values[k].to_string_lossy()))
+                .collect()
+        }
+        let n = 40_000;
+        let vars: Vec<(OsString, OsString)> = (0..n)
+            .map(|i| {
+                let name = format!("V{}", if i % 2 == 0 { i } else { i / 3 });
+                (name.into(), format!("{i}").into())
+            })
+            .collect();
+        let mut env = ScriptEnv::new(std::iter::empty(), &[&vars]);
+        assert_eq!(strings(env.envp(&[])), model(&vars));
     }
 
     #[test]

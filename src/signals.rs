@@ -90,19 +90,88 @@ fn ensure_altstack() {
 pub struct Events {
     /// A child changed state: reap it.
     pub child: bool,
-    /// The first SIGINT/SIGTERM/SIGHUP of this run, when it arrived in this drain.
+    /// The first ending signal (`ENDING`) of this run, when it arrived in
+    /// this drain.
     pub first_interrupt: Option<i32>,
     /// A further, genuine interrupt after the first one (escalation).
     pub repeated_interrupt: bool,
 }
 
-/// Index of an interrupting signal in `Signals::counts`.
-fn kind(sig: i32) -> usize {
-    match sig {
-        libc::SIGTERM => 1,
-        libc::SIGHUP => 2,
-        _ => 0,
+/// The signals that end a run: SIGINT and SIGTERM (§7.3), and every other
+/// signal whose default action would kill loopx and orphan the script's
+/// group (SIGHUP: a closed terminal; the rest as tini handles them). Each is
+/// forwarded to the group with the grace period, and the exit code is
+/// 128 + N. Not SIGPIPE (the Rust runtime ignores it), not SIGXFSZ (loopx
+/// writes files with it ignored), nor the synchronous faults.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub const ENDING: [i32; 11] = [
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGXCPU,
+    libc::SIGPWR,
+];
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub const ENDING: [i32; 10] = [
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGXCPU,
+];
+
+/// The signal the kernel sends loopx when the npm shim dies
+/// (shim_parent.rs). A real-time one: the kernel sends it once per exiting
+/// thread of the parent (each re-parents loopx to the next), so it may come
+/// several times for one death, and as SIGTERM those copies would read as a
+/// second SIGTERM ("stop now", no grace period). It counts as one SIGTERM,
+/// once (`Signals::drain`).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn parent_death_signal() -> i32 {
+    libc::SIGRTMAX()
+}
+
+/// Counts are kept per signal number; the pipe carries 7 bits of it.
+const SLOTS: usize = 128;
+
+/// Index of a signal in `Signals::counts`.
+fn slot(sig: i32) -> usize {
+    (sig as usize) % SLOTS
+}
+
+/// Whether `sig` is ignored now (inherited through exec).
+fn ignored(sig: i32) -> bool {
+    // SAFETY: sigaction with a null new action only reads the current one.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
     }
+}
+
+/// Routes `sig` to the self-pipe.
+fn catch(sig: i32) -> io::Result<()> {
+    // SAFETY: a zeroed sigaction with our handler and an empty mask.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_signal as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+        libc::sigemptyset(&mut sa.sa_mask);
+        if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// Owner of the self-pipe. One per process, created by `install`.
@@ -111,11 +180,14 @@ pub struct Signals {
     write: OwnedFd,
     /// The first interrupt received: its number decides the exit code.
     first: Option<i32>,
-    /// Interrupts received per [SIGINT, SIGTERM, SIGHUP] and origin
-    /// [other, parent].
-    counts: [[u32; 2]; 3],
+    /// Interrupts received per signal number and origin [other, parent].
+    counts: [[u32; 2]; SLOTS],
     /// Genuine interrupts so far (see `count`).
     genuine: u32,
+    /// The parent-death signal, once it is caught (`catch_parent_death`).
+    death: Option<i32>,
+    /// Whether it arrived: only its first copy counts.
+    parent_died: bool,
 }
 
 fn set_flags(fd: RawFd) -> io::Result<()> {
@@ -134,7 +206,7 @@ fn set_flags(fd: RawFd) -> io::Result<()> {
 }
 
 impl Signals {
-    /// Installs handlers for SIGINT, SIGTERM, SIGHUP and SIGCHLD. Call once,
+    /// Installs handlers for the `ENDING` signals and SIGCHLD. Call once,
     /// before the first script starts.
     pub fn install() -> io::Result<Signals> {
         let signals = Signals::pipe()?;
@@ -142,38 +214,30 @@ impl Signals {
         // SAFETY: getpid cannot fail.
         OWN_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
         WRITE_FD.store(signals.write.as_raw_fd(), Ordering::Relaxed);
-        for sig in [
-            libc::SIGINT,
-            libc::SIGTERM,
-            // Beyond §7.3: a closed terminal ends the loop like SIGTERM
-            // (exit 129) instead of killing loopx and orphaning the group.
-            libc::SIGHUP,
-            // Without SA_NOCLDSTOP, stops are reported too: a script stopped
-            // by Ctrl-Z while it holds the terminal must stop loopx as well
-            // (process.rs).
-            libc::SIGCHLD,
-        ] {
-            // SAFETY: a zeroed sigaction with our handler and an empty mask.
-            unsafe {
-                if sig == libc::SIGHUP {
-                    // Under nohup SIGHUP is ignored on entry: keep it so.
-                    let mut old: libc::sigaction = std::mem::zeroed();
-                    if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
-                        && old.sa_sigaction == libc::SIG_IGN
-                    {
-                        continue;
-                    }
-                }
-                let mut sa: libc::sigaction = std::mem::zeroed();
-                sa.sa_sigaction = on_signal as *const () as usize;
-                sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
-                libc::sigemptyset(&mut sa.sa_mask);
-                if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
+        for sig in ENDING {
+            // A signal ignored on entry stays ignored, as the shell meant it
+            // (nohup's SIGHUP; SIGINT and SIGQUIT for a `&` job without job
+            // control): the classic `if (signal(s, SIG_IGN) != SIG_IGN)`.
+            if ignored(sig) {
+                continue;
             }
+            catch(sig)?;
         }
+        // Without SA_NOCLDSTOP, stops are reported too: a script stopped by
+        // Ctrl-Z while it holds the terminal must stop loopx as well
+        // (process.rs).
+        catch(libc::SIGCHLD)?;
         Ok(signals)
+    }
+
+    /// Routes the parent-death signal to the pipe (shim_parent.rs);
+    /// returns its number.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    pub fn catch_parent_death(&mut self) -> io::Result<i32> {
+        let sig = parent_death_signal();
+        catch(sig)?;
+        self.death = Some(sig);
+        Ok(sig)
     }
 
     /// The self-pipe alone, no handlers yet.
@@ -191,8 +255,10 @@ impl Signals {
             read,
             write,
             first: None,
-            counts: [[0; 2]; 3],
+            counts: [[0; 2]; SLOTS],
             genuine: 0,
+            death: None,
+            parent_died: false,
         })
     }
 
@@ -209,7 +275,7 @@ impl Signals {
     /// loopx: a Ctrl-C typed while the script held the terminal
     /// (terminal.rs). Reported like one that came through the pipe.
     pub fn note_interrupt(&mut self, signal: i32) -> Events {
-        self.counts[kind(signal)][0] += 1;
+        self.counts[slot(signal)][0] += 1;
         let mut ev = Events::default();
         self.count_genuine(signal, &mut ev);
         ev
@@ -254,8 +320,17 @@ impl Signals {
                     ev.child = true;
                     continue;
                 }
+                if Some(sig) == self.death {
+                    // The shim is gone: as a SIGTERM from anyone else, once.
+                    if !self.parent_died {
+                        self.parent_died = true;
+                        self.counts[slot(libc::SIGTERM)][0] += 1;
+                        self.count_genuine(libc::SIGTERM, &mut ev);
+                    }
+                    continue;
+                }
                 let origin = usize::from(b & FROM_PARENT != 0);
-                self.counts[kind(sig)][origin] += 1;
+                self.counts[slot(sig)][origin] += 1;
                 self.count_genuine(sig, &mut ev);
             }
         }
@@ -346,6 +421,34 @@ mod tests {
         let (s, ev) = feed(&[INT, TERM | FROM_PARENT]);
         assert!(ev.repeated_interrupt);
         assert_eq!(s.interrupted(), Some(libc::SIGINT));
+    }
+
+    #[test]
+    fn every_ending_signal_is_an_interrupt_but_pipe_and_xfsz_are_not_handled() {
+        let (s, ev) = feed(&[libc::SIGUSR1 as u8]);
+        assert_eq!(ev.first_interrupt, Some(libc::SIGUSR1));
+        assert_eq!(s.interrupted(), Some(libc::SIGUSR1));
+        assert!(!ENDING.contains(&libc::SIGPIPE));
+        assert!(!ENDING.contains(&libc::SIGXFSZ));
+        assert!(!ENDING.contains(&libc::SIGSEGV));
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn the_parent_dying_is_one_sigterm_however_many_copies_come() {
+        let death = parent_death_signal() as u8;
+        let mut s = Signals::pipe().expect("pipe");
+        s.death = Some(i32::from(death));
+        // A SIGTERM the shim forwarded, then its death, announced once per
+        // exiting thread, some while loopx was still its child.
+        let bytes = [TERM | FROM_PARENT, death | FROM_PARENT, death, death];
+        // SAFETY: writing a small buffer into our own pipe.
+        let n = unsafe { libc::write(s.write.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
+        assert_eq!(n, bytes.len() as isize);
+        let ev = s.drain();
+        assert_eq!(ev.first_interrupt, Some(libc::SIGTERM));
+        assert!(!ev.repeated_interrupt, "one death is not a second signal");
+        assert_eq!(s.interrupted(), Some(libc::SIGTERM));
     }
 
     #[test]

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::checkpoint::{self, Record};
 use crate::clock;
 use crate::duration;
 use crate::error::Error;
@@ -31,6 +32,41 @@ pub enum Phase {
     Running,
     /// Waiting before a retry.
     RetryWait,
+    /// Waiting until a time a script asked for (milliseconds since the
+    /// epoch).
+    Waiting(i64),
+}
+
+/// Where the state directory is: `$XDG_RUNTIME_DIR/loopx`, else
+/// `loopx-<uid>` in the system's temporary directory.
+fn dir_path(uid: u32) -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        Some(runtime) if runtime.is_absolute() => runtime.join("loopx"),
+        _ => std::env::temp_dir().join(format!("loopx-{uid}")),
+    }
+}
+
+/// Why an existing state directory is not safely the user's, so loopx
+/// neither writes into it nor trusts what it holds: in a shared temporary
+/// directory anyone may have made `loopx-<uid>` first. None when private.
+fn not_private(meta: &fs::Metadata, uid: u32) -> Option<String> {
+    let mode = meta.permissions().mode() & 0o7777;
+    if meta.file_type().is_symlink() {
+        Some("it is a symbolic link".to_string())
+    } else if !meta.is_dir() {
+        Some("it is not a directory".to_string())
+    } else if meta.uid() != uid {
+        Some(format!(
+            "it belongs to uid {}, not to you (uid {uid})",
+            meta.uid()
+        ))
+    } else if mode & 0o077 != 0 {
+        Some(format!(
+            "it is open to other users (mode {mode:04o}; loopx needs 0700)"
+        ))
+    } else {
+        None
+    }
 }
 
 /// The state directory, created private to the user if missing; None when
@@ -39,18 +75,32 @@ pub enum Phase {
 pub fn dir() -> Option<PathBuf> {
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
-    let dir = match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
-        Some(runtime) if runtime.is_absolute() => runtime.join("loopx"),
-        _ => std::env::temp_dir().join(format!("loopx-{uid}")),
-    };
+    let dir = dir_path(uid);
     match fs::DirBuilder::new().mode(0o700).create(&dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(_) => return None,
     }
     let meta = fs::symlink_metadata(&dir).ok()?;
-    let private = meta.is_dir() && meta.uid() == uid && meta.permissions().mode() & 0o077 == 0;
-    private.then_some(dir)
+    not_private(&meta, uid).is_none().then_some(dir)
+}
+
+/// The state directory as `loopx status` reads it: None when there is none
+/// (no run has made it), an error naming it when it is there but not used
+/// (runs then keep no state, so an empty list would be a lie).
+fn dir_to_list() -> Result<Option<PathBuf>, Error> {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let dir = dir_path(uid);
+    let why = match fs::symlink_metadata(&dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => format!("it cannot be examined ({e})"),
+        Ok(meta) => match not_private(&meta, uid) {
+            None => return Ok(Some(dir)),
+            Some(why) => why,
+        },
+    };
+    Err(Error::StateDirNotUsed { dir, why })
 }
 
 /// A process's start time (clock ticks since boot, /proc/<pid>/stat field
@@ -75,7 +125,11 @@ struct State {
 impl State {
     /// The file's body: the run's fixed fields, then this state.
     fn render(&self, fixed: &Object) -> String {
-        fixed
+        let until = match self.phase {
+            Phase::Waiting(ms) => Some(clock::format_ms(u64::try_from(ms).unwrap_or(0))),
+            _ => None,
+        };
+        let o = fixed
             .clone()
             .str("script", &self.script)
             .num("iteration", self.iteration)
@@ -85,10 +139,14 @@ impl State {
                 match self.phase {
                     Phase::Running => "running",
                     Phase::RetryWait => "waiting_to_retry",
+                    Phase::Waiting(_) => "waiting",
                 },
             )
-            .str("since", &clock::format_ms(self.since_ms))
-            .finish()
+            .str("since", &clock::format_ms(self.since_ms));
+        match until {
+            Some(until) => o.str("until", &until).finish(),
+            None => o.finish(),
+        }
     }
 }
 
@@ -335,15 +393,108 @@ fn live_runs(dir: &Path) -> Vec<Live> {
     found
 }
 
-/// `loopx status [--json]`.
+/// `loopx status [--json]`: the live runs, then the resumable ones.
 pub fn list(as_json: bool) -> Result<(), Error> {
-    let runs = dir().map(|d| live_runs(&d)).unwrap_or_default();
+    let runs = dir_to_list()?.map(|d| live_runs(&d)).unwrap_or_default();
+    let resumable = resumable_runs();
     let now = clock::unix_ms(SystemTime::now());
     if as_json {
-        let items: Vec<String> = runs.iter().map(|r| as_json_item(&r.value, now)).collect();
+        let mut items: Vec<String> = runs.iter().map(|r| as_json_item(&r.value, now)).collect();
+        items.extend(resumable.iter().map(resumable_json));
         return messages::print_stdout(&format!("[{}]\n", items.join(",")));
     }
-    messages::print_stdout(&table(&runs, now))
+    let mut text = table(&runs, now);
+    if !resumable.is_empty() {
+        text.push_str(&resumable_table(&resumable, now));
+    }
+    messages::print_stdout(&text)
+}
+
+/// The checkpoints of runs that can be resumed, most recent first (old ones
+/// pruned on the way).
+fn resumable_runs() -> Vec<Record> {
+    let Some(dir) = checkpoint::dir() else {
+        return Vec::new();
+    };
+    checkpoint::prune(&dir, clock::now_ms());
+    checkpoint::list(&dir)
+        .into_iter()
+        .filter(|f| !f.live)
+        .filter_map(|f| f.record)
+        .collect()
+}
+
+/// How and when a resumable run ended: `script_failed (exit 1)`; a run
+/// killed outright left no word.
+fn how_it_ended(r: &Record) -> (String, i64) {
+    match &r.ended {
+        Some(e) => (format!("{} (exit {})", e.reason, e.exit_code), e.at_ms),
+        None => ("killed (no word from loopx)".to_string(), r.updated_ms),
+    }
+}
+
+fn resumable_json(r: &Record) -> String {
+    let (reason, code, at) = match &r.ended {
+        Some(e) => (e.reason.as_str(), Some(e.exit_code), e.at_ms),
+        None => ("killed", None, r.updated_ms),
+    };
+    let code = code.map_or("null".to_string(), |c| c.to_string());
+    Object::default()
+        .str("state", "resumable")
+        .str("run_id", &r.run_id)
+        .str("project", &r.root)
+        .str("target", &r.target)
+        .str("script", &r.script)
+        .num("iteration", r.iteration)
+        .str("reason", reason)
+        .raw("exit_code", &code)
+        .str("ended", &clock::format_ms(u64::try_from(at).unwrap_or(0)))
+        .raw("cost_usd", &json::number_to_js_string(r.cost_usd))
+        .str("resume", &format!("loopx resume {}", r.run_id))
+        .finish()
+}
+
+fn resumable_table(runs: &[Record], now_ms: u64) -> String {
+    let mut rows: Vec<[String; 5]> = vec![[
+        "RESUMABLE".into(),
+        "PROJECT".into(),
+        "TARGET".into(),
+        "ENDED".into(),
+        "TO RESUME".into(),
+    ]];
+    for r in runs {
+        let (how, at) = how_it_ended(r);
+        let ago = now_ms.saturating_sub(u64::try_from(at).unwrap_or(0)) / 1000;
+        rows.push([
+            r.run_id.clone(),
+            shown(&r.root).into_owned(),
+            shown(&r.target).into_owned(),
+            format!(
+                "{how}, {} ago",
+                duration::format(std::time::Duration::from_secs(ago))
+            ),
+            format!("loopx resume {}", r.run_id),
+        ]);
+    }
+    format!("\n{}", align(&rows))
+}
+
+/// Rows of cells as left-aligned columns, two spaces apart.
+fn align<const N: usize>(rows: &[[String; N]]) -> String {
+    let widths: Vec<usize> = (0..N)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
 }
 
 /// One run for `loopx status --json`: the table's columns and a bit more.
@@ -380,8 +531,17 @@ fn table(runs: &[Live], now_ms: u64) -> String {
     for run in runs {
         let v = &run.value;
         let mut script = shown(text_of(v, "script")).into_owned();
-        if text_of(v, "state") == "waiting_to_retry" {
-            script.push_str(" (waiting to retry)");
+        match text_of(v, "state") {
+            "waiting_to_retry" => script.push_str(" (waiting to retry)"),
+            "waiting" => {
+                let until = text_of(v, "until");
+                // `2026-11-25T14:00:00.000Z` → `2026-11-25T14:00:00Z`
+                let until = until
+                    .get(..19)
+                    .map_or(until.to_string(), |t| format!("{t}Z"));
+                script.push_str(&format!(" (waiting until {until})"));
+            }
+            _ => {}
         }
         let mut iteration = number_of(v, "iteration").to_string();
         let attempt = number_of(v, "attempt");
@@ -398,20 +558,7 @@ fn table(runs: &[Live], now_ms: u64) -> String {
             duration::format(std::time::Duration::from_secs(elapsed / 1000)),
         ]);
     }
-    let widths: Vec<usize> = (0..6)
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
+    align(&rows)
 }
 
 #[cfg(test)]
@@ -441,6 +588,31 @@ mod tests {
              7    /home/me/long  b       b:index (waiting to retry)  12 (attempt 2)  1h1m1s\n"
         );
         assert_eq!(table(&[], 0), "no loopx runs\n");
+    }
+
+    #[test]
+    fn a_state_directory_is_used_only_when_private_to_the_user() {
+        let dir = std::env::temp_dir().join(format!("loopx-status-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let meta = |mode| {
+            fs::set_permissions(&dir, fs::Permissions::from_mode(mode)).unwrap();
+            fs::symlink_metadata(&dir).unwrap()
+        };
+        let me = meta(0o700).uid();
+        assert_eq!(not_private(&meta(0o700), me), None);
+        assert_eq!(
+            not_private(&meta(0o777), me).unwrap(),
+            "it is open to other users (mode 0777; loopx needs 0700)"
+        );
+        assert_eq!(
+            not_private(&meta(0o750), me).unwrap(),
+            "it is open to other users (mode 0750; loopx needs 0700)"
+        );
+        assert_eq!(
+            not_private(&meta(0o700), me + 1).unwrap(),
+            format!("it belongs to uid {me}, not to you (uid {})", me + 1)
+        );
+        fs::remove_dir(&dir).unwrap();
     }
 
     #[test]

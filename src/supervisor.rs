@@ -23,6 +23,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
+use crate::descendants;
 use crate::duration;
 use crate::error::Error;
 use crate::messages;
@@ -398,14 +399,17 @@ impl Supervisor {
     }
 
     /// Whether supervision is over: the script has exited and, when loopx
-    /// ended it, its whole group too (§7.3), or the wait after SIGKILL ran
-    /// out. A natural end leaves background processes be (README).
+    /// ended it, its whole group too (§7.3) and every other descendant of
+    /// loopx, or the wait after SIGKILL ran out. A natural end leaves
+    /// background processes be (README).
     fn finished(&mut self, run: &mut Run) -> Option<Result<(), Error>> {
         run.leader?;
         if run.ending == Ending::Natural {
             return Some(Ok(()));
         }
-        let gone = !process::group_alive(run.pgid);
+        // Escapees too (descendants.rs): those loopx signalled when it ended
+        // the script, and any that joined them since.
+        let gone = !process::group_alive(run.pgid) && descendants::find(None).is_empty();
         let given_up =
             matches!(run.state, State::Killed { give_up_at } if Instant::now() >= give_up_at);
         if !(gone || given_up) {
@@ -462,6 +466,15 @@ impl Supervisor {
         if sig != 0 {
             process::kill_group(run.pgid, sig);
         }
+        // Every other descendant loopx has, wherever it went (setsid, a
+        // detached child): the same signal, or the one the group got from
+        // the terminal, and the same grace period.
+        let escapees = match (sig, why) {
+            (0, Ending::Interrupted(s)) => s,
+            (0, _) => libc::SIGTERM,
+            (s, _) => s,
+        };
+        descendants::signal(&descendants::find(Some(run.pgid)), escapees);
         if let Ending::NeedsTerminal(_) = why {
             process::kill_group(run.pgid, libc::SIGCONT);
         }
@@ -593,12 +606,13 @@ impl Supervisor {
     }
 }
 
-/// SIGKILL to the script's group, now.
+/// SIGKILL to the script's group and every other descendant, now.
 fn kill(run: &mut Run, now: Instant) {
     if let State::Killed { .. } = run.state {
         return;
     }
     process::kill_group(run.pgid, libc::SIGKILL);
+    descendants::signal(&descendants::find(Some(run.pgid)), libc::SIGKILL);
     run.state = State::Killed {
         give_up_at: now + KILL_WAIT,
     };

@@ -4,7 +4,8 @@
 //
 //   <binary> __api <PROTOCOL> [-n <count>] [-e <absolute path>]
 //            [--timeout <ms>ms] [--max-time <ms>ms] [--retry <n>]
-//            [--retry-delay <ms>ms] [--log <absolute path>] -- <target>
+//            [--retry-delay <ms>ms] [--max-wait <ms>ms] [--max-cost <usd>]
+//            [--log <absolute path>] -- <target>
 //
 // with cwd = the project root and the environment of bin/loopx.js. Its stdout
 // is a channel of JSON lines (src/api.rs documents them): an `output` per
@@ -47,7 +48,8 @@ function settle({ target, options, base, baseError, env, error: captureError }) 
     if (options !== undefined && options !== null && typeof options !== "object") {
       throw usage(`invalid options ${describe(options)}: expected an object like { maxIterations, envFile, signal, cwd }`);
     }
-    const { maxIterations, envFile, signal, cwd, timeout, maxTime, retry, retryDelay, log } = options ?? {};
+    const { maxIterations, envFile, signal, cwd, timeout, maxTime, retry, retryDelay, maxWait, maxCost, log } =
+      options ?? {};
     // The signal first: an aborted one wins over any other error (§9.1).
     if (signal !== undefined) {
       if (!isAbortSignal(signal)) throw usage(`invalid value ${describe(signal)} for signal: expected an AbortSignal`);
@@ -71,6 +73,7 @@ function settle({ target, options, base, baseError, env, error: captureError }) 
       ["maxTime", maxTime, "--max-time", 1],
       ["retry", retry, "--retry", 0],
       ["retryDelay", retryDelay, "--retry-delay", 0],
+      ["maxWait", maxWait, "--max-wait", 0],
     ]) {
       if (value === undefined) continue;
       if (typeof value !== "number" || !Number.isInteger(value) || value < min) {
@@ -79,6 +82,13 @@ function settle({ target, options, base, baseError, env, error: captureError }) 
       }
       const text = BigInt(value).toString();
       call.flags.push(flag, name === "retry" ? text : `${text}ms`);
+    }
+    // --max-cost: US dollars, a number of at least 0.
+    if (maxCost !== undefined) {
+      if (typeof maxCost !== "number" || !Number.isFinite(maxCost) || maxCost < 0) {
+        throw usage(`invalid value ${describe(maxCost)} for maxCost: expected US dollars (a number of at least 0)`);
+      }
+      call.flags.push("--max-cost", maxCostText(maxCost));
     }
     if (cwd !== undefined && typeof cwd !== "string") {
       throw usage(`invalid value ${describe(cwd)} for cwd: expected a directory path`);
@@ -112,6 +122,12 @@ function settle({ target, options, base, baseError, env, error: captureError }) 
     call.error = error;
   }
   return call;
+}
+
+// A plain decimal, as --max-cost reads it (no exponent: 1e-7 is 0.0000001).
+function maxCostText(n) {
+  const text = String(n);
+  return /e/i.test(text) ? n.toFixed(20).replace(/\.?0+$/, "") : text;
 }
 
 function usage(message) {

@@ -4,7 +4,15 @@
 import { writeSync } from "node:fs";
 import { isatty } from "node:tty";
 
-const KNOWN_FIELDS = ["result", "goto", "stop"];
+// The fields output() writes: §6.4's three, and the extensions a script may
+// use to ask for a wait or report what it spent (DESIGN.md "Beyond the spec").
+const FIELDS = [
+  ["result", "result"],
+  ["goto", "goto"],
+  ["stop", "stop"],
+  ["retryAfter", "retry_after"],
+  ["costUsd", "cost_usd"],
+];
 
 /**
  * Writes `value` to stdout as the script's structured output and exits 0.
@@ -24,14 +32,37 @@ function payloadOf(value) {
   }
   if (typeof value !== "object") return { result: String(value) };
   const payload = {};
-  for (const field of KNOWN_FIELDS) {
+  for (const [name, key] of FIELDS) {
     // Undefined-valued properties count as absent (§6.4).
-    if (value[field] !== undefined) payload[field] = value[field];
+    if (value[name] !== undefined) payload[key] = value[name];
   }
   if (Object.keys(payload).length === 0) {
-    throw new TypeError("output() needs an object with at least one of result, goto or stop set");
+    throw new TypeError(
+      "output() needs an object with at least one of result, goto, stop, retryAfter or costUsd set",
+    );
   }
+  if ("retry_after" in payload) payload.retry_after = retryAfterOf(payload.retry_after);
+  if ("cost_usd" in payload) payload.cost_usd = costOf(payload.cost_usd);
   return payload;
+}
+
+// retryAfter: seconds (a number of at least 0), an RFC 3339 time (a string,
+// checked by loopx), or a Date.
+function retryAfterOf(value) {
+  if (value instanceof Date) {
+    if (Number.isNaN(value.getTime())) throw new TypeError("output() retryAfter is an invalid Date");
+    return value.toISOString();
+  }
+  if (typeof value === "string") return value;
+  if (typeof value === "number" && Number.isFinite(value) && value >= 0) return value;
+  throw new TypeError(
+    `output() retryAfter needs seconds (a number of at least 0), an RFC 3339 time or a Date, got ${String(value)}`,
+  );
+}
+
+function costOf(value) {
+  if (typeof value === "number" && Number.isFinite(value) && value >= 0) return value;
+  throw new TypeError(`output() costUsd needs US dollars (a number of at least 0), got ${String(value)}`);
 }
 
 // Writes synchronously to fd 1 so that the whole payload is in the pipe

@@ -1,6 +1,6 @@
 import type { Output } from "./helpers.js";
 
-export type { Output } from "./helpers.js";
+export type { Output, ScriptOutput } from "./helpers.js";
 export { output, input } from "./helpers.js";
 
 /** Options of {@link run} and {@link runPromise} (SPEC §9.5). */
@@ -48,6 +48,21 @@ export interface RunOptions {
    */
   retryDelay?: number;
   /**
+   * The longest wait a script may ask for with `retryAfter`, in
+   * milliseconds (a non-negative integer; default a day), like
+   * `--max-wait`. A longer wait, or one past `maxTime`, ends the run with
+   * `exitCode` 75 and `reason` `"wait"`. Waits happen inside the run: an
+   * output that asks for one is not yielded, and `signal` ends a wait at
+   * once.
+   */
+  maxWait?: number;
+  /**
+   * A money budget in US dollars, like `--max-cost`: no script run starts
+   * once the scripts' reported `costUsd` adds up to it, and the generator
+   * then completes normally.
+   */
+  maxCost?: number;
+  /**
    * A file to append the run's JSONL record to, like `loopx run --log`
    * (README "Run log"); relative to `cwd`. Without it, `LOOPX_LOG` from the
    * environment applies, as for the CLI.
@@ -57,10 +72,21 @@ export interface RunOptions {
 
 /** The error a run throws when the loop fails (SPEC §9.3). */
 export interface LoopxError extends Error {
-  /** What `loopx run` would exit with: 1, 124 (timed out) or 128+N. */
+  /**
+   * What `loopx run` would exit with: 1, 75 (a wait outlasted the budget),
+   * 124 (timed out) or 128+N.
+   */
   exitCode: number;
   /** Why the run ended. */
-  reason: "script_failed" | "timed_out" | "invalid_goto" | "signal" | "consumer" | "error";
+  reason:
+    | "script_failed"
+    | "timed_out"
+    | "invalid_goto"
+    | "invalid_output"
+    | "wait"
+    | "signal"
+    | "consumer"
+    | "error";
 }
 
 /**

@@ -51,8 +51,9 @@ function capture(target, options) {
   try {
     call.env = { ...process.env };
     if (options !== null && typeof options === "object") {
-      const { maxIterations, envFile, signal, cwd, timeout, maxTime, retry, retryDelay, log } = options;
-      call.options = { maxIterations, envFile, signal, cwd, timeout, maxTime, retry, retryDelay, log };
+      const { maxIterations, envFile, signal, cwd, timeout, maxTime, retry, retryDelay, maxWait, maxCost, log } =
+        options;
+      call.options = { maxIterations, envFile, signal, cwd, timeout, maxTime, retry, retryDelay, maxWait, maxCost, log };
     }
   } catch (error) {
     call.error = error; // e.g. a throwing getter

@@ -21,6 +21,10 @@
 //!   any execute bit and for directories, 0644 for other files (both subject to
 //!   the umask); setuid, setgid and sticky bits are never set. Owners and
 //!   times are not restored.
+//! - The files' contents may add up to `max_size` bytes at most (a gzip bomb
+//!   of a few megabytes must not become gigabytes on disk): bytes are counted
+//!   as they are written, so extraction stops at the limit whatever the tar
+//!   headers claim. Hard-link copies count too: they are real copies.
 //!
 //! Any refused entry fails the whole extraction; the caller discards the
 //! (staging) destination, so a partial tree is never used.
@@ -45,6 +49,8 @@ pub enum ExtractError {
     Unsafe { entry: String, reason: String },
     /// Reading the archive file or writing the destination failed.
     Io { path: PathBuf, error: io::Error },
+    /// The files' contents add up to more than this many bytes.
+    TooLarge { limit: u64 },
 }
 
 impl fmt::Display for ExtractError {
@@ -56,6 +62,9 @@ impl fmt::Display for ExtractError {
                 write!(f, "refusing archive entry {entry:?}: {reason}")
             }
             ExtractError::Io { path, error } => write!(f, "{}: {error}", path.display()),
+            ExtractError::TooLarge { limit } => {
+                write!(f, "its files add up to more than {limit} bytes")
+            }
         }
     }
 }
@@ -74,8 +83,9 @@ fn io_at(path: &Path) -> impl Fn(io::Error) -> ExtractError + '_ {
 }
 
 /// Extracts the `.tar.gz` file `archive` into `dest`, an existing empty
-/// directory, under the rules in the module documentation.
-pub fn extract_tar_gz(archive: &Path, dest: &Path) -> Result<(), ExtractError> {
+/// directory, under the rules in the module documentation, writing at most
+/// `max_size` bytes of file contents.
+pub fn extract_tar_gz(archive: &Path, dest: &Path, max_size: u64) -> Result<(), ExtractError> {
     let mut file = File::open(archive).map_err(io_at(archive))?;
     let mut magic = [0u8; 2];
     match file.read_exact(&mut magic) {
@@ -87,11 +97,15 @@ pub fn extract_tar_gz(archive: &Path, dest: &Path) -> Result<(), ExtractError> {
     file.seek(SeekFrom::Start(0)).map_err(io_at(archive))?;
 
     let mut gz = MultiGzDecoder::new(BufReader::new(file));
+    let mut budget = Budget {
+        left: max_size,
+        limit: max_size,
+    };
     {
         let mut tar = tar::Archive::new(&mut gz);
         for entry in tar.entries().map_err(corrupt)? {
             let mut entry = entry.map_err(corrupt)?;
-            extract_entry(&mut entry, dest)?;
+            extract_entry(&mut entry, dest, &mut budget)?;
         }
     }
     // tar stops at its end-of-archive marker; reading on to the end of the
@@ -100,7 +114,29 @@ pub fn extract_tar_gz(archive: &Path, dest: &Path) -> Result<(), ExtractError> {
     Ok(())
 }
 
-fn extract_entry<R: Read>(entry: &mut tar::Entry<'_, R>, dest: &Path) -> Result<(), ExtractError> {
+/// How many more bytes of file contents extraction may write.
+struct Budget {
+    left: u64,
+    limit: u64,
+}
+
+impl Budget {
+    fn spend(&mut self, n: usize) -> Result<(), ExtractError> {
+        match self.left.checked_sub(n as u64) {
+            Some(left) => {
+                self.left = left;
+                Ok(())
+            }
+            None => Err(ExtractError::TooLarge { limit: self.limit }),
+        }
+    }
+}
+
+fn extract_entry<R: Read>(
+    entry: &mut tar::Entry<'_, R>,
+    dest: &Path,
+    budget: &mut Budget,
+) -> Result<(), ExtractError> {
     let kind = entry.header().entry_type();
     if !matches!(
         kind,
@@ -165,12 +201,14 @@ fn extract_entry<R: Read>(entry: &mut tar::Entry<'_, R>, dest: &Path) -> Result<
                 & 0o111
                 != 0;
             clear_path(&target).map_err(|e| e.or_refuse(&refuse))?;
-            write_file(&target, &mut reader, executable, |e| io_at(&source)(e))
+            write_file(&target, &mut reader, executable, budget, |e| {
+                io_at(&source)(e)
+            })
         }
         _ => {
             let executable = entry.header().mode().is_ok_and(|m| m & 0o111 != 0);
             clear_path(&target).map_err(|e| e.or_refuse(&refuse))?;
-            write_file(&target, entry, executable, corrupt)
+            write_file(&target, entry, executable, budget, corrupt)
         }
     }
 }
@@ -246,11 +284,12 @@ fn clear_path(path: &Path) -> Result<(), Check> {
 }
 
 /// Writes a new file (`create_new`: never opens an existing path, so never
-/// follows a symlink), mapping read errors with `read_error`.
+/// follows a symlink) out of `budget`, mapping read errors with `read_error`.
 fn write_file(
     path: &Path,
     reader: &mut impl Read,
     executable: bool,
+    budget: &mut Budget,
     read_error: impl Fn(io::Error) -> ExtractError,
 ) -> Result<(), ExtractError> {
     let mut out = OpenOptions::new()
@@ -267,6 +306,7 @@ fn write_file(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(read_error(e)),
         };
+        budget.spend(n)?;
         out.write_all(&buf[..n]).map_err(io_at(path))?;
     }
     Ok(())
@@ -432,7 +472,7 @@ mod tests {
         fn extract_bytes(&self, bytes: &[u8]) -> Result<(), ExtractError> {
             let archive = self.tmp.path().join("a.tar.gz");
             fs::write(&archive, bytes).unwrap();
-            extract_tar_gz(&archive, &self.out())
+            extract_tar_gz(&archive, &self.out(), u64::MAX)
         }
         fn extract(&self, build: impl FnOnce(&mut Builder<Vec<u8>>)) -> Result<(), ExtractError> {
             self.extract_bytes(&gzip(&tar_bytes(build)))
@@ -798,6 +838,55 @@ mod tests {
         fx.extract_bytes(&good).unwrap();
     }
 
+    /// Every regular file under `dir`, with its size summed.
+    fn bytes_on_disk(dir: &Path) -> u64 {
+        let mut total = 0;
+        for entry in fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                total += bytes_on_disk(&path);
+            } else if meta.is_file() {
+                total += meta.len();
+            }
+        }
+        total
+    }
+
+    #[test]
+    fn extraction_stops_at_the_size_limit() {
+        // A gzip bomb: 1 MiB of zeros compresses to about 1 KiB.
+        let bomb = gzip(&tar_bytes(|b| {
+            file(b, "flow/index.sh", b"#!/bin/sh\n", 0o755);
+            file(b, "flow/zeros", &vec![0u8; 1 << 20], 0o644);
+        }));
+        assert!(bomb.len() < 8 << 10, "{}", bomb.len());
+        let fx = Fixture::new();
+        let archive = fx.tmp.path().join("bomb.tar.gz");
+        fs::write(&archive, &bomb).unwrap();
+        let err = extract_tar_gz(&archive, &fx.out(), 64 << 10).unwrap_err();
+        assert!(
+            matches!(err, ExtractError::TooLarge { limit } if limit == 64 << 10),
+            "{err:?}"
+        );
+        assert!(bytes_on_disk(&fx.out()) <= 64 << 10);
+
+        // Many files add up; hard-link copies count like the files they copy.
+        let many = gzip(&tar_bytes(|b| {
+            file(b, "a", &[1u8; 600], 0o644);
+            file(b, "b", &[2u8; 600], 0o644);
+            raw(b, EntryType::Link, b"c", b"a", b"");
+        }));
+        for (limit, ok) in [(1200, false), (1799, false), (1800, true)] {
+            let fx = Fixture::new();
+            let archive = fx.tmp.path().join("many.tar.gz");
+            fs::write(&archive, &many).unwrap();
+            let result = extract_tar_gz(&archive, &fx.out(), limit);
+            assert_eq!(result.is_ok(), ok, "limit {limit}: {result:?}");
+            assert!(bytes_on_disk(&fx.out()) <= limit, "limit {limit}");
+        }
+    }
+
     #[test]
     fn source_root_strips_only_a_single_directory() {
         let tmp = TempDir::new("source-root");
@@ -1061,7 +1150,7 @@ mod props {
             fs::write(&file, &bytes).unwrap();
             let before = listing(tmp.path());
 
-            let _ = extract_tar_gz(&file, &dest);
+            let _ = extract_tar_gz(&file, &dest, u64::MAX);
 
             let after: Vec<PathBuf> = listing(tmp.path())
                 .into_iter()

@@ -2,7 +2,8 @@
 //! temporary directory, run every preflight check, then stage and commit
 //! into `.loopx/`. Each step lives in its own module:
 //! - `source`: §10.1 source detection and the names derived from it;
-//! - `fetch`: `git clone` / `curl` + `archive` (safe in-process extraction);
+//! - `fetch`: `git clone` / `curl` + `archive` (safe in-process extraction),
+//!   within `limits` (size, stall), every URL shown through `redact`;
 //! - `classify`: §10.3 layout, §10.4 validation, self-containment;
 //! - `plan`: §10.5–§10.8 preflight, one aggregated error;
 //! - `commit`: §10.7 stage-then-commit, §10.9 cleanup;
@@ -15,7 +16,9 @@ pub mod archive;
 pub mod classify;
 pub mod commit;
 pub mod fetch;
+pub mod limits;
 pub mod plan;
+pub mod redact;
 pub mod scratch;
 pub mod source;
 
@@ -44,6 +47,7 @@ const WORK_PREFIX: &str = "loopx-install-";
 pub fn install(args: &InstallArgs) -> Result<(), Error> {
     let source =
         source::classify(&args.source).map_err(|message| Error::InstallSource { message })?;
+    let limits = limits::Limits::from_env()?;
     let project_root = std::env::current_dir()
         .map_err(|e| Error::io("cannot determine the current directory", e))?;
     // Ctrl-C during a fetch must still clean up: the handlers only record
@@ -67,7 +71,7 @@ pub fn install(args: &InstallArgs) -> Result<(), Error> {
     Scratch::sweep(&temp_dir, WORK_PREFIX, |_| {});
     let work = Scratch::create(&temp_dir, WORK_PREFIX)
         .map_err(|e| Error::io("cannot create a temporary directory", e))?;
-    let fetched = fetch::fetch(&source, work.path());
+    let fetched = fetch::fetch(&source, work.path(), &limits);
     // A Ctrl-C also stops git or curl; report the interrupt, not their failure.
     check_interrupt()?;
     let root = fetched?;

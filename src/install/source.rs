@@ -26,6 +26,10 @@
 //! - A derived name may be empty or invalid (`https://h/.tgz`); that is not an
 //!   error here because multi-workflow sources never use it (§10.2): §10.4
 //!   validation reports it for single-workflow sources.
+//! - Errors show the source through `redact::url`: no credentials, query
+//!   or fragment.
+
+use crate::install::redact;
 
 /// Where a workflow comes from, as classified by §10.1.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +52,8 @@ pub fn classify(input: &str) -> Result<Source, String> {
     }
     if input.chars().any(char::is_control) {
         return Err(format!(
-            "invalid source {input:?}: it contains control characters"
+            "invalid source {:?}: it contains control characters",
+            redact::url(input)
         ));
     }
     if let Some(url) = split_url(input) {
@@ -88,7 +93,8 @@ fn classify_url(input: &str, url: &Url<'_>) -> Result<Source, String> {
             Ok(())
         } else {
             Err(format!(
-                "unsupported source {input:?}: git sources must use one of the schemes {}",
+                "unsupported source {:?}: git sources must use one of the schemes {}",
+                redact::url(input),
                 GIT_SCHEMES.join(", ")
             ))
         }
@@ -111,7 +117,8 @@ fn classify_url(input: &str, url: &Url<'_>) -> Result<Source, String> {
     {
         if !TARBALL_SCHEMES.contains(&scheme.as_str()) {
             return Err(format!(
-                "unsupported source {input:?}: tarball URLs must use one of the schemes {}",
+                "unsupported source {:?}: tarball URLs must use one of the schemes {}",
+                redact::url(input),
                 TARBALL_SCHEMES.join(", ")
             ));
         }
@@ -126,10 +133,11 @@ fn classify_url(input: &str, url: &Url<'_>) -> Result<Source, String> {
 
 fn unsupported(input: &str) -> String {
     let mut msg = format!(
-        "unsupported source {input:?}: expected org/repo (a GitHub repository), a git URL \
+        "unsupported source {:?}: expected org/repo (a GitHub repository), a git URL \
          (a github.com, gitlab.com or bitbucket.org repository URL, or any URL ending in .git) \
          or a tarball URL ending in .tar.gz or .tgz; single-file URLs are not supported, \
-         scripts must be part of a workflow"
+         scripts must be part of a workflow",
+        redact::url(input)
     );
     if looks_like_local_path(input) {
         // §10.1 rule 5 refuses paths; what people mean by one has a URL.
@@ -556,6 +564,20 @@ mod tests {
             classify("HTTPS://example.com/flow.git"),
             git("HTTPS://example.com/flow.git", "flow")
         );
+    }
+
+    #[test]
+    fn errors_never_show_credentials_or_queries() {
+        for input in [
+            "https://user:s3cret@example.com/flow.zip?token=abc",
+            "ftp://user:s3cret@example.com/flow.tgz?token=abc",
+            "ext://user:s3cret@example.com/flow.git?token=abc",
+            "https://user:s3cret@example.com/a\nb?token=abc",
+        ] {
+            let err = classify(input).unwrap_err();
+            assert!(!err.contains("s3cret") && !err.contains("abc"), "{err}");
+            assert!(err.contains("***@example.com"), "{err}");
+        }
     }
 
     #[test]

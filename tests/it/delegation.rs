@@ -197,3 +197,39 @@ fn loopx_bin_called_from_a_workflow_with_a_package_json_is_not_delegated() {
     p.loopx(&["run", "-n", "2", "--log", "log", "w"]).run();
     assert!(!p.read("log").contains("delegated"), "{}", p.read("log"));
 }
+
+#[test]
+fn a_package_json_that_is_a_fifo_or_over_8_mib_warns_and_runs_global() {
+    // §3.2: unreadable, so a warning, no delegation, the global loopx runs.
+    // Read before anything else: a fifo must not keep loopx waiting.
+    let p = Project::bare();
+    local_loopx(&p);
+    let status = std::process::Command::new("mkfifo")
+        .arg(p.path("package.json"))
+        .status()
+        .expect("run mkfifo");
+    assert!(status.success(), "mkfifo");
+    let version = format!("{}\n", env!("CARGO_PKG_VERSION"));
+    p.loopx(&["version"])
+        .timeout(std::time::Duration::from_secs(30))
+        .stdout(&version)
+        .stderr(
+            "loopx: warning: cannot read package.json (not a regular file but a fifo); \
+             not looking for a project-local loopx\n",
+        )
+        .run();
+    std::fs::remove_file(p.path("package.json")).expect("rm fifo");
+    // Declares loopx: read whole, this would delegate.
+    let padding = " ".repeat(9 << 20);
+    p.file(
+        "package.json",
+        &format!(r#"{{"devDependencies":{{"loopx":"*"}}}}{padding}"#),
+    );
+    p.loopx(&["version"])
+        .stdout(&version)
+        .stderr(
+            "loopx: warning: cannot read package.json (larger than 8 MiB, the limit); \
+             not looking for a project-local loopx\n",
+        )
+        .run();
+}

@@ -189,7 +189,7 @@ fn env_file_warnings_are_printed_once_per_run() {
     );
     p.global_env("not a line\n");
     let warning = format!(
-        "loopx: warning: {}:1: ignoring line without a valid KEY=VALUE: not a line\n",
+        "loopx: warning: {}:1: ignoring line: it has no '=' (expected KEY=VALUE)\n",
         p.global_env_path().display()
     );
     p.loopx(&["run", "-n", "3", "ralph"]).stderr(&warning).run();
@@ -335,6 +335,149 @@ fn local_env_file_that_cannot_be_read_fails() {
     assert!(!p.exists("vars"));
 }
 
+// ------------------------------------ env files that are pipes or devices
+
+/// `mkfifo <path>`.
+fn mkfifo(path: &std::path::Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("run mkfifo");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// Whether `pid` has `path` open.
+fn has_open(pid: i32, path: &std::path::Path) -> bool {
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten()
+        .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == path))
+}
+
+#[test]
+fn env_file_fifo_without_a_writer_ends_promptly_on_sigint_and_sigterm() {
+    // §7.3 exit codes. The handlers are installed with SA_RESTART before
+    // the env files are read: a plain read of this fifo would be restarted
+    // after each signal and only SIGKILL would end loopx.
+    for (sig, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let p = dump_project(&["A"]);
+        let fifo = p.path("secrets.fifo");
+        mkfifo(&fifo);
+        let mut run = p
+            .loopx(&["run", "-e", "secrets.fifo", "ralph"])
+            .status(code)
+            .stdout("")
+            .timeout(std::time::Duration::from_secs(30))
+            .start();
+        // Waiting in the read: the fifo is open (without O_NONBLOCK, open
+        // itself would wait for a writer, and never show up here).
+        let deadline = std::time::Instant::now() + procs::READY_TIMEOUT;
+        while !has_open(run.pid(), &fifo) {
+            if std::time::Instant::now() > deadline {
+                let _ = run.child.kill();
+                let _ = run.child.wait();
+                panic!("signal {sig}: loopx never opened {}", fifo.display());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let sent = std::time::Instant::now();
+        run.signal(sig);
+        let pid = run.pid();
+        run.finish();
+        assert!(
+            sent.elapsed() < std::time::Duration::from_secs(10),
+            "signal {sig}: loopx took {:?} to end",
+            sent.elapsed()
+        );
+        procs::assert_group_gone(pid);
+        assert!(!p.exists("vars"), "no script may run");
+    }
+}
+
+#[test]
+fn env_file_from_a_pipe_is_read() {
+    // `-e <(secret-tool lookup ...)`: bash hands loopx /dev/fd/N, a pipe.
+    let p = dump_project(&["A", "G"]);
+    p.global_env(
+        "G=global
+",
+    );
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg("\"$0\" run -e <(printf 'A=1\\n') ralph")
+        .arg(loopx_bin())
+        .current_dir(p.root());
+    isolate(&mut cmd, p.home());
+    Run::command(cmd).stdout("").run();
+    assert_eq!(dumped(&p), ["A=[1]", "G=[global]"]);
+}
+
+/// Caps the child's address space: on a loopx that reads /dev/zero without
+/// a limit, the test fails on an allocation instead of eating the machine.
+fn with_memory_cap(mut run: Run) -> Run {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit is async-signal-safe; it changes only the child.
+    unsafe {
+        run.cmd.pre_exec(|| {
+            let cap = libc::rlimit {
+                rlim_cur: 1 << 30,
+                rlim_max: 1 << 30,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &cap) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    run
+}
+
+#[test]
+fn env_file_over_8_mib_fails_naming_the_file_and_the_limit() {
+    let p = dump_project(&["A"]);
+    // 9 MiB of comment lines: valid, and never read whole.
+    let line = format!("#{}\n", "x".repeat(1023));
+    let big = line.repeat(9 * 1024);
+    p.file("big.env", &big);
+    let global = p.global_env_path();
+    let cases: [(&str, Vec<&str>, String); 4] = [
+        (
+            "a device as -e",
+            vec!["run", "-e", "/dev/zero", "ralph"],
+            "/dev/zero".into(),
+        ),
+        (
+            "a 9 MiB -e",
+            vec!["run", "-e", "big.env", "ralph"],
+            p.path("big.env").display().to_string(),
+        ),
+        (
+            "a 9 MiB global file",
+            vec!["run", "ralph"],
+            global.display().to_string(),
+        ),
+        (
+            "a 9 MiB global file, env list",
+            vec!["env", "list"],
+            global.display().to_string(),
+        ),
+    ];
+    for (what, args, file) in cases {
+        if what.contains("global") {
+            p.global_env(&big);
+        }
+        let out = with_memory_cap(p.loopx(&args))
+            .status(1)
+            .stdout("")
+            .stderr_contains(&format!("loopx: error: cannot read env file {file}: "))
+            .stderr_contains("larger than 8 MiB")
+            .run();
+        assert_eq!(out.stderr.lines().count(), 1, "{what}\n{out}");
+        assert!(!p.exists("vars"), "{what}: no script may run");
+    }
+}
+
 // ---------------------------------------------------------- §8.3 injection
 
 #[test]
@@ -429,6 +572,63 @@ fn env_files_are_loaded_once_per_run() {
         p.read("log").ends_with("\nchanged changed\n"),
         "{}",
         p.read("log")
+    );
+}
+
+/// CPU seconds `cmd` used, its children included, and its exit status:
+/// CPU time, not wall time, so a busy machine does not skew a comparison.
+// The child is reaped by wait4, which std does not know about.
+#[allow(clippy::zombie_processes)]
+fn cpu_seconds(cmd: &mut std::process::Command) -> (f64, i32) {
+    let child = cmd.spawn().expect("spawn loopx");
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it for our child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(usage.ru_utime) + secs(usage.ru_stime), status)
+}
+
+#[test]
+fn many_env_file_variables_cost_linear_time() {
+    // §8.3 merges the env files over the inherited environment. The merge
+    // was quadratic: 40k variables from -e took ~16x the CPU of 10k. The
+    // script is a .js whose `node` is /bin/true: bash itself imports an
+    // environment in quadratic time, which is not loopx's to measure.
+    let p = Project::new();
+    p.script("many", "index.js", "");
+    let bin = p.path("bin");
+    fs::create_dir_all(&bin).expect("mkdir");
+    std::os::unix::fs::symlink("/bin/true", bin.join("node")).expect("symlink");
+    for n in [10_000, 40_000] {
+        let body: String = (0..n).map(|i| format!("VAR_{i}=value_{i}\n")).collect();
+        p.file(&format!("{n}.env"), &body);
+    }
+    let cpu = |n: usize| -> f64 {
+        // The least of three: a run slowed by something else only counts
+        // if all three were.
+        (0..3)
+            .map(|_| {
+                let mut cmd = std::process::Command::new(loopx_bin());
+                cmd.args(["run", "-n", "1", "-e", &format!("{n}.env"), "many"])
+                    .current_dir(p.root())
+                    .env("PATH", &bin)
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(fs::File::create(p.path("stderr")).expect("create"));
+                isolate(&mut cmd, p.home());
+                let (secs, status) = cpu_seconds(&mut cmd);
+                assert_eq!(status, 0, "{n} variables: wait status {status}");
+                assert_eq!(p.read("stderr"), "", "{n} variables: stderr");
+                secs
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let (small, large) = (cpu(10_000), cpu(40_000));
+    assert!(
+        large < 10.0 * small.max(0.001),
+        "40k variables took {large:.3} s of CPU, 10k {small:.3} s: not linear"
     );
 }
 
@@ -681,16 +881,80 @@ fn env_file_leading_byte_order_mark_is_ignored() {
 #[test]
 fn env_file_export_prefix_and_indented_keys_are_invalid_lines() {
     // §8.1: the key is everything before the first '=', so these keys are
-    // not [A-Za-z_][A-Za-z0-9_]*.
+    // not [A-Za-z_][A-Za-z0-9_]*. The warning names the key and what to fix.
     let p = dump_project(&["A", "B", "C"]);
     p.global_env("export A=1\n  B=2\nC\t=3\n");
-    let out = p
-        .loopx(&["run", "ralph"])
-        .stderr_contains("export A=1")
-        .stderr_contains("C\\t=3")
+    let file = p.global_env_path().display().to_string();
+    p.loopx(&["run", "ralph"])
+        .stderr(&format!(
+            "loopx: warning: {file}:1: ignoring line: 'export' before A; \
+             env files are plain KEY=VALUE lines, drop 'export'\n\
+             loopx: warning: {file}:2: ignoring line: whitespace around the key B; \
+             write B=VALUE with none before the key or '='\n\
+             loopx: warning: {file}:3: ignoring line: whitespace around the key C; \
+             write C=VALUE with none before the key or '='\n"
+        ))
         .run();
     assert_eq!(dumped(&p), ["A unset", "B unset", "C unset"]);
-    assert_eq!(out.stderr.lines().count(), 3, "{}", out.stderr);
+}
+
+#[test]
+fn env_file_warnings_never_print_a_value() {
+    // Warnings go to CI and cron logs on every run: a secret in a line
+    // loopx ignores must not be in them, whatever the mistake.
+    let p = dump_project(&["OPENAI_API_KEY"]);
+    let secret = "sk-live-0123456789abcdef";
+    let body =
+        format!("export OPENAI_API_KEY={secret}\n{secret}\nBearer {secret}=x\nK =\"{secret}\"\n");
+    p.global_env(&body).file("local.env", &body);
+    let global = p.global_env_path().display().to_string();
+    let local = p.path("local.env").display().to_string();
+    for run in [
+        p.loopx(&["run", "-e", "local.env", "ralph"]).stdout(""),
+        p.loopx(&["env", "list"]).stdout(""),
+    ] {
+        let out = run
+            .stderr_contains(&format!(
+                "{global}:1: ignoring line: 'export' before OPENAI_API_KEY"
+            ))
+            .stderr_contains(&format!("{global}:2: ignoring line: it has no '='"))
+            .stderr_contains(&format!(
+                "{global}:3: ignoring line: the text before '=' is not a valid key"
+            ))
+            .stderr_contains(&format!(
+                "{global}:4: ignoring line: whitespace around the key K;"
+            ))
+            .stderr_lacks("sk-live")
+            .stderr_lacks("Bearer")
+            .run();
+        let lines = out.stderr.lines().count();
+        assert!(lines == 4 || lines == 8, "{out}");
+        if lines == 8 {
+            assert!(
+                out.stderr
+                    .contains(&format!("{local}:1: ignoring line: 'export' before")),
+                "{out}"
+            );
+        }
+    }
+    assert_eq!(dumped(&p), ["OPENAI_API_KEY unset"]);
+}
+
+#[test]
+fn env_file_warnings_stop_after_twenty_per_file() {
+    let p = dump_project(&["A"]);
+    p.global_env(&format!("{}A=1\n", "not a line\n".repeat(25)));
+    let file = p.global_env_path().display().to_string();
+    let mut want = String::new();
+    for n in 1..=20 {
+        want.push_str(&format!(
+            "loopx: warning: {file}:{n}: ignoring line: it has no '=' (expected KEY=VALUE)\n"
+        ));
+    }
+    want.push_str(&format!(
+        "loopx: warning: {file}: 5 more lines ignored without a valid KEY=VALUE\n"
+    ));
+    assert_eq!(run_dump(&p, &[], |r| r.stderr(&want)), ["A=[1]"]);
 }
 
 #[test]
@@ -749,8 +1013,8 @@ fn env_file_line_with_a_nul_byte_is_warned_and_skipped() {
     let out = p
         .loopx(&["run", "-e", "local.env", "ralph"])
         .stdout("")
-        .stderr_contains("local.env:1")
-        .stderr_contains("x\\u{0}y")
+        .stderr_contains("local.env:1: ignoring line: the value of A holds a NUL byte")
+        .stderr_lacks("x\\u{0}y")
         .run();
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
     assert_eq!(dumped(&p), ["A unset", "B=[1]"]);
@@ -802,6 +1066,30 @@ fn env_set_keeps_the_files_permissions_and_creates_a_private_one() {
         p.loopx(&["env", "remove", "A"]).run();
         assert_eq!(mode(&p), m);
     }
+}
+
+#[test]
+fn env_set_and_remove_clear_temporary_copies_a_killed_writer_left() {
+    // A writer SIGKILLed between writing its copy and renaming it leaves
+    // `.env.tmp.<pid>`, a full copy of the secrets. Writers hold the lock
+    // while they write, so one seen under the lock is stale.
+    let p = Project::bare();
+    p.global_env("A=1\n");
+    let dir = p.global_env_path().parent().expect("dir").to_path_buf();
+    for args in [&["env", "set", "B", "2"][..], &["env", "remove", "A"]] {
+        let stale = [dir.join(".env.tmp.4194000"), dir.join(".env.tmp.1")];
+        for f in &stale {
+            fs::write(f, "SECRET=sk-live-1\n").expect("plant");
+        }
+        let other = dir.join(".other.tmp.1");
+        fs::write(&other, "x").expect("plant");
+        p.loopx(args).stdout("").run();
+        for f in &stale {
+            assert!(!f.exists(), "{args:?} left {}", f.display());
+        }
+        assert!(other.exists(), "{args:?}: another file's copy is not ours");
+    }
+    assert_eq!(global_text(&p), "B=\"2\"\n");
 }
 
 #[test]

@@ -301,19 +301,29 @@ fn shorthand_org_repo_expands_to_a_github_clone_with_prompts_disabled() {
         .run();
     let args = fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = args.lines().collect();
+    // The stall rule rides along as git config (README "Reliability
+    // notes"); the files are checked out only once their size is known.
     assert_eq!(
-        lines[..6],
+        lines[..11],
         [
+            "-c",
+            "http.lowSpeedLimit=1024",
+            "-c",
+            "http.lowSpeedTime=60",
             "clone",
             "--depth",
             "1",
+            "--no-checkout",
             "--quiet",
             "--",
             "https://github.com/myorg/agent-flows.git"
         ]
     );
-    assert!(lines[6].starts_with(e.tmpdir().to_str().unwrap()), "{args}");
-    assert_eq!(lines[7], "GIT_TERMINAL_PROMPT=0");
+    assert!(
+        lines[11].starts_with(e.tmpdir().to_str().unwrap()),
+        "{args}"
+    );
+    assert_eq!(lines[12], "GIT_TERMINAL_PROMPT=0");
     assert!(!e.p.exists(".loopx"));
 
     // Known git hosts by exact path shape go to git as well.
@@ -324,7 +334,7 @@ fn shorthand_org_repo_expands_to_a_github_clone_with_prompts_disabled() {
         .stderr_contains("git clone of https://gitlab.com/team/flow/ failed")
         .run();
     let args = fs::read_to_string(&log).unwrap();
-    assert_eq!(args.lines().nth(5), Some("https://gitlab.com/team/flow/"));
+    assert_eq!(args.lines().nth(10), Some("https://gitlab.com/team/flow/"));
 }
 
 /// §10.1 rule 2 accepts a known-host URL with a trailing slash; git gets it
@@ -1213,7 +1223,7 @@ fn interrupted_install_exits_with_the_signal_code_and_cleans_up() {
     let go = e.tmp.path().join("go");
     fake_git(
         &bin,
-        "#!/bin/sh\nmkdir -p \"$7\"\ntouch \"$READY\"\n\
+        "#!/bin/sh\nfor a; do dest=$a; done\nmkdir -p \"$dest\"\ntouch \"$READY\"\n\
          while [ ! -e \"$GO\" ]; do sleep 0.05; done\nexit 128\n",
     );
     let running =
@@ -1232,4 +1242,83 @@ fn interrupted_install_exits_with_the_signal_code_and_cleans_up() {
     running.finish();
     assert!(names(&e.tmpdir()).is_empty(), "{:?}", names(&e.tmpdir()));
     assert!(!e.p.exists(".loopx"));
+}
+
+/// DESIGN "Beyond the spec": no message shows a URL's credentials or query
+/// string, whatever fails (an HTTP error, no connection, git, the source
+/// itself); git and curl get the URL as given, messages show it redacted.
+#[test]
+fn credentials_and_query_strings_never_appear_in_messages() {
+    let e = Env::new();
+    // Nothing but 404s, for the tarball and for git's smart-HTTP probe.
+    let server = Server::new().unwrap();
+    let host = server.url().trim_start_matches("http://").to_string();
+    let cases = [
+        (
+            format!("http://user:s3cret@{host}/missing.tar.gz?token=abc"),
+            format!(
+                "loopx: error: download of http://***@{host}/missing.tar.gz?*** failed: \
+                 HTTP status 404\n"
+            ),
+        ),
+        (
+            format!("http://user:s3cret@{host}/missing.git?token=abc"),
+            format!("loopx: error: git clone of http://***@{host}/missing.git?*** failed: "),
+        ),
+        (
+            "http://user:s3cret@127.0.0.1:9/flow.tgz?token=abc#frag".to_string(),
+            "loopx: error: download of http://***@127.0.0.1:9/flow.tgz?***#*** failed: "
+                .to_string(),
+        ),
+        (
+            "https://user:s3cret@example.com/flow.zip?token=abc".to_string(),
+            "loopx: error: unsupported source \"https://***@example.com/flow.zip?***\": "
+                .to_string(),
+        ),
+    ];
+    for (source, error) in cases {
+        let o = e
+            .install(&[&source])
+            .status(1)
+            .stdout("")
+            .stderr_contains(&error)
+            .run();
+        for secret in ["s3cret", "abc"] {
+            assert!(
+                !o.stderr.contains(secret) && !o.stdout.contains(secret),
+                "{source} shows {secret}\n{o}"
+            );
+        }
+    }
+    // The secrets did reach the server, where they belong.
+    let sent = server.requests();
+    assert!(
+        sent.iter().all(|r| r.target.contains("token=abc")),
+        "{sent:?}"
+    );
+    assert!(
+        sent.iter().any(|r| r.path.starts_with("/missing.git")),
+        "git never asked: {sent:?}"
+    );
+}
+
+/// The same for a usage error that lists the sources given.
+#[test]
+fn credentials_are_hidden_in_usage_errors_too() {
+    let p = Project::new();
+    let o = p
+        .loopx(&[
+            "install",
+            "https://user:s3cret@example.com/a.tar.gz?token=abc",
+            "org/repo",
+        ])
+        .usage_error(
+            "expected one source, got 2: https://***@example.com/a.tar.gz?*** org/repo",
+            "loopx install --help",
+        )
+        .run();
+    assert!(
+        !o.stderr.contains("s3cret") && !o.stderr.contains("abc"),
+        "{o}"
+    );
 }

@@ -1,9 +1,11 @@
 //! Installs that meet faults (§10.7, README "Reliability notes"): a
 //! read-only `.loopx/`, a disk that fills up mid-install, `git` or `curl`
-//! missing, loopx killed with SIGKILL mid-install, a server that stalls
-//! mid-download. Each leaves `.loopx/` exactly as it was (paths, kinds,
-//! contents, modes) and says what went wrong, with exit code 1; after a
-//! SIGKILL the next install succeeds and leaves nothing behind.
+//! missing, loopx killed with SIGKILL mid-install, a server that stalls or
+//! trickles mid-download, sources over the size limit (a gzip bomb, a
+//! download without a length, a repository of zeros). Each leaves `.loopx/`
+//! exactly as it was (paths, kinds, contents, modes) and says what went
+//! wrong, with exit code 1; after a SIGKILL the next install succeeds and
+//! leaves nothing behind.
 //!
 //! A read-only bind mount, a small tmpfs and a FIFO mounted over a file
 //! need root; without it those parts print why they skip (a read-only
@@ -22,6 +24,10 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use flate2::write::GzEncoder;
+use flate2::Compression;
+
+use crate::util::http::{Response, Server};
 use crate::util::procs::{alive, wait_until};
 use crate::util::{c_path, is_root, names, skip, Outcome, Project, Run, TempDir};
 
@@ -336,10 +342,12 @@ fn sigkill_while_fetching_then_the_next_install_cleans_up() {
     let f = Fixture::new();
     let before = snapshot(&f.loopx_dir());
     let ready = f.tmp.path().join("ready");
-    // A git that starts a clone, says its pid, then hangs (as itself: exec).
+    // A git that starts a clone (into its last argument), says its pid,
+    // then hangs (as itself: exec).
     let path = f.tools(&[(
         "git",
-        "#!/bin/sh\nmkdir -p \"$7\" && echo partial > \"$7/index.sh\"\n\
+        "#!/bin/sh\nfor a; do dest=$a; done\n\
+         mkdir -p \"$dest\" && echo partial > \"$dest/index.sh\"\n\
          echo $$ > \"$READY\"\nexec sleep 1000\n",
     )]);
     let loopx = f
@@ -380,16 +388,22 @@ fn sigkill_while_staging_then_the_next_install_cleans_up() {
     }
     let f = Fixture::new();
     let before = snapshot(&f.loopx_dir());
-    // A git whose clone holds a file with a FIFO mounted over it: staging
-    // copies the file, so loopx blocks reading the FIFO, inside staging,
-    // until the test writes (it never does; it kills loopx there).
+    // A git whose checkout holds a file with a FIFO mounted over it:
+    // staging copies the file, so loopx blocks reading the FIFO, inside
+    // staging, until the test writes (it never does; it kills loopx there).
+    // `clone` (into its last argument) makes an empty `.git`; `-C <dir>
+    // ls-tree` lists one small file; `-C <dir> checkout` writes the files.
     let fifo = f.tmp.path().join("fifo");
     let made = unsafe { libc::mkfifo(c_path(&fifo).as_ptr(), 0o600) };
     assert_eq!(made, 0, "mkfifo: {}", io::Error::last_os_error());
     let path = f.tools(&[(
         "git",
-        "#!/bin/sh\nmkdir -p \"$7/.git\" && printf '#!/bin/bash\\n' > \"$7/index.sh\"\n\
-         : > \"$7/stuck\" && exec mount --bind \"$FIFO\" \"$7/stuck\"\n",
+        "#!/bin/sh\ncase \"$1 $3\" in\n\
+         '-C ls-tree') printf '100644 blob 0 12\\tindex.sh\\0' ;;\n\
+         '-C checkout') printf '#!/bin/bash\\n' > \"$2/index.sh\" && : > \"$2/stuck\" &&\n\
+           exec mount --bind \"$FIFO\" \"$2/stuck\" ;;\n\
+         *) for a; do dest=$a; done; mkdir -p \"$dest/.git\" ;;\n\
+         esac\n",
     )]);
     let mut run = f
         .install(&["org/flow"])
@@ -484,11 +498,7 @@ fn a_download_that_stalls_gives_up_after_the_stall_timeout() {
     let before = snapshot(&f.loopx_dir());
     let server = StallingServer::start();
     let start = Instant::now();
-    let error = format!(
-        "loopx: error: download of {} stalled: no data arrived for 2s, so loopx gave up; \
-         nothing was installed\nhint: LOOPX_INSTALL_STALL_TIMEOUT=<seconds> waits longer",
-        server.url
-    );
+    let error = stalled("download", &server.url);
     let o = f
         .install_fails(&[&server.url], &error)
         .env("LOOPX_INSTALL_STALL_TIMEOUT", "2")
@@ -514,6 +524,232 @@ fn a_stall_timeout_that_is_not_a_number_of_seconds_is_refused() {
         let o = f
             .install_fails(&["http://127.0.0.1:9/flow.tar.gz"], &error)
             .env("LOOPX_INSTALL_STALL_TIMEOUT", bad)
+            .run();
+        f.assert_untouched(&o, &before);
+    }
+}
+
+/// The error of an install abandoned by the stall rule (2 s in these tests).
+fn stalled(what: &str, url: &str) -> String {
+    format!(
+        "loopx: error: {what} of {url} stalled: less than 1024 bytes/s arrived for 2s \
+         (LOOPX_INSTALL_STALL_TIMEOUT), so loopx gave up; nothing was installed\n\
+         hint: LOOPX_INSTALL_STALL_TIMEOUT=<seconds> waits longer\n"
+    )
+}
+
+/// Fails if any process's command line mentions `needle` (a test server's
+/// address): a curl, git or git-remote-http outliving the install.
+#[track_caller]
+fn assert_no_process_mentions(needle: &str) {
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name();
+        if !name
+            .to_str()
+            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        {
+            continue;
+        }
+        // Gone since the listing, or a zombie (empty): not running.
+        let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        assert!(
+            !cmdline.contains(needle),
+            "pid {name:?} still running: {cmdline}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------- trickling server
+
+/// README "Reliability notes": under 1024 bytes/s for the stall timeout is a
+/// stall, not only silence. A server dripping 2 bytes a second would keep
+/// the install going for ever otherwise.
+#[test]
+fn a_download_that_trickles_gives_up_after_the_stall_timeout() {
+    let f = Fixture::new();
+    let before = snapshot(&f.loopx_dir());
+    let server = Server::new().unwrap();
+    server.route(
+        "/slow.tar.gz",
+        Response::ok(vec![0u8; 64 << 10]).drip(2, Duration::from_secs(1)),
+    );
+    let url = server.url_for("/slow.tar.gz");
+    let start = Instant::now();
+    let o = f
+        .install_fails(&[&url], &stalled("download", &url))
+        .env("LOOPX_INSTALL_STALL_TIMEOUT", "2")
+        .timeout(Duration::from_secs(30))
+        .run();
+    let took = start.elapsed();
+    f.assert_untouched(&o, &before);
+    assert_no_process_mentions(&server.url());
+    assert!(took >= Duration::from_secs(2), "{took:?}");
+}
+
+/// The same rule for git over HTTP: a dumb-HTTP repository (plain files,
+/// `git update-server-info`) served 2 bytes a second.
+#[test]
+fn a_git_clone_that_trickles_gives_up_after_the_stall_timeout() {
+    let f = Fixture::new();
+    let before = snapshot(&f.loopx_dir());
+    let served = f.tmp.path().join("served");
+    fs::create_dir_all(&served).unwrap();
+    let repo = f.tmp.path().join("repos/flow.git");
+    git(
+        &served,
+        &["clone", "-q", "--bare", repo.to_str().unwrap(), "flow.git"],
+    );
+    git(&served.join("flow.git"), &["update-server-info"]);
+    let server = Server::serve_dir(&served).unwrap();
+    server.drip_all(2, Duration::from_secs(1));
+    let url = server.url_for("/flow.git");
+    let start = Instant::now();
+    let o = f
+        .install_fails(&[&url], &stalled("git clone", &url))
+        .env("LOOPX_INSTALL_STALL_TIMEOUT", "2")
+        .timeout(Duration::from_secs(30))
+        .run();
+    let took = start.elapsed();
+    f.assert_untouched(&o, &before);
+    assert_no_process_mentions(&server.url());
+    assert!(took >= Duration::from_secs(2), "{took:?}");
+    assert!(
+        server.paths().iter().any(|p| p == "/flow.git/info/refs"),
+        "{:?}",
+        server.paths()
+    );
+}
+
+// ---------------------------------------------------------------- size limit
+
+/// A `.tar.gz` of these files.
+fn tar_gz(files: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut b = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::default()));
+    for (path, body) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(body.len() as u64);
+        h.set_mode(0o755);
+        b.append_data(&mut h, path, *body).unwrap();
+    }
+    b.into_inner().unwrap().finish().unwrap()
+}
+
+/// Bytes that gzip cannot shrink (xorshift), so an archive of them is as
+/// large as they are.
+fn noise(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// The error of an install over a 1M limit; `what` is what went over.
+fn too_large(what: &str) -> String {
+    format!(
+        "loopx: error: {what} is larger than the install size limit of 1M \
+         (LOOPX_INSTALL_MAX_SIZE), so loopx gave up; nothing was installed\n\
+         hint: LOOPX_INSTALL_MAX_SIZE=<bytes, or with a K, M or G suffix> raises it\n"
+    )
+}
+
+/// README "Reliability notes": a gzip bomb (8 MiB of zeros in a few
+/// kilobytes) stops at the limit instead of filling the disk.
+#[test]
+fn a_tarball_that_unpacks_over_the_size_limit_is_refused() {
+    let f = Fixture::new();
+    let before = snapshot(&f.loopx_dir());
+    let zeros = vec![0u8; 8 << 20];
+    let bomb = tar_gz(&[("flow/index.sh", b"#!/bin/bash\n"), ("flow/zeros", &zeros)]);
+    assert!(bomb.len() < 64 << 10, "{}", bomb.len());
+    let server = Server::new().unwrap();
+    server.route("/bomb.tar.gz", Response::ok(bomb));
+    let url = server.url_for("/bomb.tar.gz");
+    let o = f
+        .install_fails(
+            &[&url],
+            &too_large(&format!("the content of the tarball {url}")),
+        )
+        .env("LOOPX_INSTALL_MAX_SIZE", "1M")
+        .run();
+    f.assert_untouched(&o, &before);
+}
+
+/// The download itself is counted: curl stops early on a `Content-Length`
+/// over the limit, and loopx stops it on a body sent without one.
+#[test]
+fn a_download_over_the_size_limit_is_stopped_with_or_without_a_length() {
+    let f = Fixture::new();
+    let before = snapshot(&f.loopx_dir());
+    // A valid tarball of 3 MiB that does not compress.
+    let noise = noise(3 << 20);
+    let big = tar_gz(&[("flow/index.sh", b"#!/bin/bash\n"), ("flow/noise", &noise)]);
+    assert!(big.len() > 3 << 20);
+    let server = Server::new().unwrap();
+    server.route("/sized.tar.gz", Response::ok(big.clone()));
+    server.route("/unsized.tar.gz", Response::ok(big).without_length());
+    for path in ["/sized.tar.gz", "/unsized.tar.gz"] {
+        let url = server.url_for(path);
+        let o = f
+            .install_fails(&[&url], &too_large(&format!("the download of {url}")))
+            .env("LOOPX_INSTALL_MAX_SIZE", "1M")
+            .run();
+        f.assert_untouched(&o, &before);
+    }
+    assert_no_process_mentions(&server.url());
+    // Under a limit it fits, the same tarball installs.
+    f.install(&["-y", &server.url_for("/unsized.tar.gz")])
+        .env("LOOPX_INSTALL_MAX_SIZE", "4M")
+        .stdout("installed workflow 'unsized' into .loopx/unsized\n")
+        .run();
+}
+
+/// A repository is checked against the limit by the size of its files,
+/// before they are checked out.
+#[test]
+fn a_repository_over_the_size_limit_is_refused() {
+    let zeros = vec![0u8; 2 << 20];
+    let f = Fixture::with_files(&[("index.sh", b"#!/bin/bash\n"), ("data/zeros", &zeros)]);
+    let before = snapshot(&f.loopx_dir());
+    let o = f
+        .install_fails(&[&f.url], &too_large(&format!("the checkout of {}", f.url)))
+        .env("LOOPX_INSTALL_MAX_SIZE", "1M")
+        .run();
+    f.assert_untouched(&o, &before);
+    f.install(&[&f.url])
+        .env("LOOPX_INSTALL_MAX_SIZE", "3M")
+        .stdout("installed workflow 'flow' into .loopx/flow\n")
+        .run();
+}
+
+#[test]
+fn a_size_limit_that_is_not_a_size_is_refused() {
+    let f = Fixture::new();
+    let before = snapshot(&f.loopx_dir());
+    for bad in [
+        "abc",
+        "0",
+        "-1",
+        "1.5M",
+        "10MB",
+        "1T",
+        "1 M",
+        "99999999999G",
+    ] {
+        let error = format!(
+            "loopx: error: LOOPX_INSTALL_MAX_SIZE must be a size in bytes, or with a K, M or G \
+             suffix (e.g. 512M), got '{bad}'\n"
+        );
+        let o = f
+            .install_fails(&[&f.url], &error)
+            .env("LOOPX_INSTALL_MAX_SIZE", bad)
             .run();
         f.assert_untouched(&o, &before);
     }

@@ -285,17 +285,210 @@ fn a_log_that_cannot_be_opened_is_a_usage_error_before_anything_runs() {
     assert!(!p.exists("ran"));
 }
 
+/// `loopx <args>` in `p` with the file size limit at `kib` KiB (bash's
+/// `ulimit -f` unit) and SIGXFSZ ignored, in the child only: a write past
+/// the limit is then short, or fails with EFBIG, as on a full disk.
+fn with_file_limit(p: &Project, kib: u64, args: &[&str]) -> Run {
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg(format!("ulimit -f {kib}; trap '' XFSZ; exec \"$0\" \"$@\""))
+        .arg(loopx_bin())
+        .args(args)
+        .current_dir(p.root());
+    isolate(&mut cmd, p.home());
+    Run::command(cmd)
+}
+
+/// A whole log line of exactly `len` bytes, newline included.
+fn padding_line(len: usize) -> String {
+    let pad = len - r#"{"pad":""}"#.len() - 1;
+    format!("{{\"pad\":\"{}\"}}\n", "x".repeat(pad))
+}
+
 #[test]
 fn a_log_write_that_fails_later_is_warned_once_and_the_loop_goes_on() {
     let p = Project::new();
     p.script("w", "index.sh", "echo ran >> \"$LOOPX_PROJECT_ROOT/ran\"\n");
-    // /dev/full opens, then every write fails with ENOSPC.
-    let o = p
-        .loopx(&["run", "-n", "3", "--log", "/dev/full", "w"])
-        .stderr_contains("cannot write the run log /dev/full")
+    // A log already at the size limit: every append fails with EFBIG.
+    p.file("log", &padding_line(1024));
+    let o = with_file_limit(&p, 1, &["run", "-n", "3", "--log", "log", "w"])
+        .stderr_contains("loopx: warning: cannot write the run log log: File too large")
         .run();
     assert_eq!(o.stderr.matches("warning").count(), 1, "{o}");
     assert_eq!(p.read("ran").lines().count(), 3);
+    assert_eq!(p.read("log"), padding_line(1024));
+}
+
+#[test]
+fn a_short_write_is_truncated_back_to_where_its_line_started() {
+    let p = Project::new();
+    p.script("w", "index.sh", "");
+    // 900 bytes of whole lines under a 1024-byte limit: run_start (over 124
+    // bytes) is written short and cut back; later lines fit until one
+    // straddles the limit again.
+    p.file("log", &padding_line(900));
+    let o = with_file_limit(&p, 1, &["run", "-n", "3", "--log", "log", "w"])
+        .stderr_contains("loopx: warning: cannot write the run log log: ")
+        .run();
+    assert_eq!(o.stderr.lines().count(), 1, "{o}");
+    let ev = events(&p.path("log"));
+    assert_eq!(ev[0]["pad"].as_str().map(str::len), Some(900 - 11));
+    assert!(
+        ev[1..].iter().all(|e| e["event"] != "run_start"),
+        "run_start did not fit: {ev:?}"
+    );
+}
+
+#[test]
+fn a_torn_last_line_is_terminated_before_the_next_runs_first_line() {
+    let p = Project::new();
+    p.script("w", "index.sh", "");
+    // What a run killed mid-write, or a full disk under an older loopx,
+    // leaves behind.
+    let torn = r#"{"v":1,"event":"script_end","time":"2026"#;
+    p.file("log", torn);
+    p.loopx(&["run", "-n", "1", "--log", "log", "w"]).run();
+    let text = p.read("log");
+    let (first, rest) = text.split_once('\n').expect("a line break");
+    assert_eq!(first, torn, "{text}");
+    let rest: Vec<Value> = rest
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{text}")))
+        .collect();
+    assert_eq!(
+        kinds(&rest),
+        ["run_start", "script_start", "script_end", "run_end"]
+    );
+    assert!(text.ends_with('\n'));
+}
+
+/// The log is a regular file of the user's, never reached through a
+/// symbolic link: in a shared directory `log` could point at ~/.bashrc.
+#[test]
+fn a_log_through_a_symlink_is_refused_and_its_target_untouched() {
+    let p = Project::new();
+    p.script("w", "index.sh", "echo ran >> \"$LOOPX_PROJECT_ROOT/ran\"\n");
+    p.file("bashrc", "alias ll='ls -l'\n")
+        .symlink("bashrc", "log")
+        .symlink("missing", "dangling");
+    for (args, env) in [
+        (&["run", "-n", "1", "--log", "log", "w"][..], None),
+        (&["run", "-n", "1", "w"][..], Some(p.path("log"))),
+        (&["run", "-n", "1", "--log", "dangling", "w"][..], None),
+    ] {
+        let mut run = p.loopx(args);
+        if let Some(log) = &env {
+            run = run.env("LOOPX_LOG", log);
+        }
+        run.usage_error(
+            "it is a symbolic link, which loopx does not follow for its log",
+            "loopx run --help",
+        )
+        .run();
+    }
+    assert_eq!(p.read("bashrc"), "alias ll='ls -l'\n");
+    assert!(!p.exists("missing"), "nothing was created through the link");
+    assert!(!p.exists("ran"));
+}
+
+#[test]
+fn a_log_owned_by_another_user_is_refused() {
+    if !is_root() {
+        return skip(
+            "a_log_owned_by_another_user_is_refused",
+            "chown to nobody needs root",
+        );
+    }
+    let p = Project::new();
+    p.script("w", "index.sh", "echo ran >> \"$LOOPX_PROJECT_ROOT/ran\"\n");
+    p.file("log", "");
+    std::os::unix::fs::chown(p.path("log"), Some(65534), Some(65534)).unwrap();
+    p.loopx(&["run", "-n", "1", "--log", "log", "w"])
+        .usage_error(
+            "refusing the run log log: it belongs to uid 65534, not to you (uid 0)",
+            "loopx run --help",
+        )
+        .run();
+    assert_eq!(p.read("log"), "");
+    assert!(!p.exists("ran"));
+}
+
+#[test]
+fn a_log_that_is_not_a_regular_file_is_refused() {
+    let p = Project::new();
+    p.script("w", "index.sh", "echo ran >> \"$LOOPX_PROJECT_ROOT/ran\"\n");
+    p.dir("adir");
+    // SAFETY: mkfifo on a path of this test's own.
+    assert_eq!(
+        unsafe { libc::mkfifo(c_path(&p.path("fifo")).as_ptr(), 0o600) },
+        0
+    );
+    for (log, what) in [
+        ("adir", "a directory"),
+        // Without a reader, an open for writing would block forever.
+        ("fifo", "a named pipe (FIFO)"),
+        ("/dev/null", "a device"),
+    ] {
+        p.loopx(&["run", "-n", "1", "--log", log, "w"])
+            .usage_error(
+                &format!("refusing the run log {log}: it is {what}, not a regular file"),
+                "loopx run --help",
+            )
+            .run();
+    }
+    assert!(!p.exists("ran"));
+}
+
+#[test]
+fn log_dash_writes_the_log_to_stdout_and_stderr_stays_the_same() {
+    let p = goto_retry_stop();
+    let args = ["--retry", "1", "--retry-delay", "0", "w"];
+    let stderr = "loopx: w:check failed (exit 2); retry 1 of 1 in 0s\n";
+    let expected = [
+        "run_start",
+        "script_start",
+        "script_end",
+        "script_start",
+        "script_end",
+        "retry",
+        "script_start",
+        "script_end",
+        "run_end",
+    ];
+    for env in [false, true] {
+        let mut all = vec!["run"];
+        if !env {
+            all.extend(["--log", "-"]);
+        }
+        all.extend(args);
+        let mut run = p.loopx(&all).stderr(stderr);
+        if env {
+            run = run.env("LOOPX_LOG", "-");
+        }
+        let o = run.run();
+        // Every byte of stdout is the log: nothing else of loopx goes there.
+        let ev: Vec<Value> = o
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{o}")))
+            .collect();
+        assert!(o.stdout.ends_with('\n'), "{o}");
+        assert_eq!(kinds(&ev), expected, "{o}");
+        assert!(!p.exists("-"), "no file named '-'");
+    }
+    // Without the log, the same stderr and an empty stdout.
+    let mut all = vec!["run"];
+    all.extend(args);
+    p.loopx(&all).stdout("").stderr(stderr).run();
+    // Under the JS API stdout is the channel: '-' is refused there.
+    let o = p
+        .loopx(&["__api", "1", "--log", "-", "--", "w"])
+        .status(1)
+        .stdout_contains(r#""type":"error""#)
+        .stdout_contains("under the JS API")
+        .run();
+    assert_eq!(o.stdout.lines().count(), 1, "{o}");
+    assert!(!p.exists("-"));
 }
 
 #[test]
@@ -318,7 +511,7 @@ fn loopx_log_in_the_environment_logs_and_the_flag_wins() {
 }
 
 #[test]
-fn two_runs_appending_to_one_log_leave_only_whole_lines() {
+fn concurrent_runs_appending_to_one_log_leave_only_whole_lines() {
     let p = Project::new();
     // Long results make long lines: torn writes would show.
     p.script(
@@ -327,19 +520,29 @@ fn two_runs_appending_to_one_log_leave_only_whole_lines() {
         &format!("printf '%s' '{}'\n", "x".repeat(190)),
     );
     let log = p.path("shared.jsonl");
-    let runs: Vec<_> = (0..2)
-        .map(|_| {
-            p.loopx(&["run", "-n", "150", "--log", log.to_str().unwrap(), "w"])
-                .start()
-        })
-        .collect();
+    let args = ["run", "-n", "150", "--log", log.to_str().unwrap(), "w"];
+    // One run may only grow the file to 64 KiB (its own lines alone pass
+    // that, while the others write too): its append across the limit is
+    // short, and cut back. It starts first, so the file is below the limit
+    // when its first line goes out.
+    let mut runs = vec![with_file_limit(&p, 64, &args)
+        .stderr_contains("cannot write the run log")
+        .start()];
+    wait_until("its first line", || size(&log) > 0);
+    runs.extend((0..2).map(|_| p.loopx(&args).start()));
     for run in runs {
         run.finish();
     }
     let ev = events(&log);
-    assert_eq!(ev.len(), 2 * (2 + 2 * 150));
     let ids: BTreeSet<&str> = ev.iter().map(|e| e["run_id"].as_str().unwrap()).collect();
-    assert_eq!(ids.len(), 2);
+    let mut counts: Vec<usize> = ids
+        .iter()
+        .map(|id| ev.iter().filter(|e| e["run_id"] == *id).count())
+        .collect();
+    counts.sort_unstable();
+    assert_eq!(counts.len(), 3, "{counts:?}");
+    assert!(counts[0] < 2 + 2 * 150, "{counts:?}");
+    assert_eq!(counts[1..], [2 + 2 * 150; 2], "{counts:?}");
 }
 
 // ---------------------------------------------------------------- status
@@ -419,9 +622,22 @@ fn status_shows_a_run_in_a_long_script_and_forgets_it_after_sigkill() {
     unsafe { libc::kill(-script, libc::SIGKILL) };
     run.finish();
     assert!(file.exists(), "a killed run cannot clean up");
-    status(&p, &[]).stdout("no loopx runs\n").run();
+    // No longer live; resumable now (its checkpoint stays, README "Resume").
+    let out = status(&p, &[]).run();
+    assert!(
+        out.stdout.starts_with("no loopx runs\n\nRESUMABLE"),
+        "{out}"
+    );
+    assert!(out.stdout.contains("killed (no word from loopx)"), "{out}");
     assert!(!file.exists(), "the stale entry was deleted");
-    status(&p, &["--json"]).stdout("[]\n").run();
+    let json: Value = serde_json::from_str(&status(&p, &["--json"]).run().stdout).unwrap();
+    let states: Vec<&str> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["resumable"]);
 }
 
 #[test]
@@ -484,6 +700,59 @@ fn without_xdg_runtime_dir_state_lives_in_a_private_temp_directory() {
     let seen = p.read("seen");
     assert!(seen.starts_with("drwx------"), "{seen}");
     assert!(seen.trim_end().ends_with(&format!("loopx-{uid}")), "{seen}");
+}
+
+/// A `loopx-<uid>` someone else made in the shared temporary directory,
+/// or one open to others: runs keep no state there, so `status` says so
+/// instead of listing nothing.
+#[test]
+fn a_state_directory_not_private_to_the_user_is_named_and_never_used() {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let cases = [
+        ("someone else's, open to all", Some(65534), 0o777),
+        ("someone else's, private", Some(65534), 0o700),
+        ("mine, open to all", None, 0o777),
+        ("mine, readable by the group", None, 0o750),
+    ];
+    for (label, owner, mode) in cases {
+        if owner.is_some() && !is_root() {
+            skip(
+                "a_state_directory_not_private_to_the_user_is_named_and_never_used",
+                &format!("{label}: chown needs root"),
+            );
+            continue;
+        }
+        let p = Project::new();
+        p.script("w", "index.sh", "");
+        let tmp = p.home().join("tmp");
+        let dir = tmp.join(format!("loopx-{uid}"));
+        fs::create_dir_all(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(mode)).unwrap();
+        if let Some(owner) = owner {
+            std::os::unix::fs::chown(&dir, Some(owner), Some(owner)).unwrap();
+        }
+        let why = match owner {
+            Some(o) => format!("it belongs to uid {o}, not to you (uid {uid})"),
+            None => format!("it is open to other users (mode {mode:04o}; loopx needs 0700)"),
+        };
+        p.loopx(&["status"])
+            .env_remove("XDG_RUNTIME_DIR")
+            .env("TMPDIR", &tmp)
+            .status(1)
+            .stdout("")
+            .stderr(&format!(
+                "loopx: error: cannot list runs: {} is not used for run state, as {why}; \
+                 remove it, or set XDG_RUNTIME_DIR to a private directory of yours\n",
+                dir.display()
+            ))
+            .run();
+        p.loopx(&["run", "-n", "1", "w"])
+            .env_remove("XDG_RUNTIME_DIR")
+            .env("TMPDIR", &tmp)
+            .run();
+        assert!(names(&dir).is_empty(), "{label}: {:?}", names(&dir));
+    }
 }
 
 #[test]
@@ -620,7 +889,16 @@ fn without_log_or_verbose_nothing_new_is_written_or_printed() {
         .stderr("loopx: w:check failed (exit 2); retry 1 of 1 in 0s\n")
         .run();
     let (root, mut home) = (tree(p.root()), tree(p.home()));
-    // The status directory may now exist, empty (the file went at the end).
-    home.retain(|(path, _)| path != &runtime.join("loopx"));
+    // The status directory may now exist, empty (the file went at the end),
+    // and so may the checkpoints' (the run finished: its checkpoint went).
+    let state = p.home().join(".local");
+    home.retain(|(path, _)| path != &runtime.join("loopx") && !path.starts_with(&state));
     assert_eq!((root, home), before);
+    assert_eq!(
+        fs::read_dir(state.join("state/loopx/runs"))
+            .unwrap()
+            .count(),
+        0,
+        "no checkpoint left"
+    );
 }

@@ -137,6 +137,132 @@ fn capturing_256_mib_of_stdout_holds_about_one_copy() {
     );
 }
 
+/// `yes`-based bash that prints `unit` `n` times, for stdout of a known size.
+fn repeated(unit: &str, n: usize) -> String {
+    format!("yes {} | head -n {n} | tr -d '\\n'\n", sh_quote(unit))
+}
+
+#[test]
+fn structured_stdout_of_any_shape_peaks_at_two_copies_plus_64_mib() {
+    // §2.3 reads only top-level fields: a deep or wide stdout object is
+    // scanned, not built as a tree (50 to 160 times its size), and a
+    // non-string result is String()-ed from the text. Iteration 1 prints
+    // about 12 MiB; iteration 2 gets the result on stdin (goto) and reads
+    // loopx's peak RSS. `-v` also runs the notes' scan (report.rs).
+    let levels = 2 * MIB; // 12 MiB of `{"a":` … `}`
+    let deep_object = format!(
+        "{}printf 1\n{}",
+        repeated("{\"a\":", levels),
+        repeated("}", levels)
+    );
+    // The result piped on: its length and first bytes; `None` for a raw
+    // result, which restarts the loop.
+    type Piped = Option<(usize, &'static str)>;
+    // (case, stdout printer, result)
+    let cases: Vec<(&str, String, Piped)> = vec![
+        (
+            "deep object beside the fields",
+            format!(
+                "printf '{{\"goto\":\"index\",\"result\":\"r\",\"x\":'\n{deep_object}printf '}}'\n"
+            ),
+            Some((1, "r")),
+        ),
+        (
+            "deep object as the result",
+            format!("printf '{{\"goto\":\"index\",\"result\":'\n{deep_object}printf '}}'\n"),
+            Some((15, "[object Object]")),
+        ),
+        (
+            "deep array as the result",
+            format!(
+                "printf '{{\"goto\":\"index\",\"result\":'\n{}{}printf '}}'\n",
+                repeated("[", 6 * MIB),
+                repeated("]", 6 * MIB)
+            ),
+            Some((0, "")),
+        ),
+        (
+            "deep array of values as the result",
+            format!(
+                "printf '{{\"goto\":\"index\",\"result\":'\n{}printf 0\n{}printf '}}'\n",
+                repeated("[1,", 3 * MIB),
+                repeated("]", 3 * MIB)
+            ),
+            Some((6 * MIB + 1, "1,1,1,1,")),
+        ),
+        (
+            "wide object",
+            format!(
+                "printf '{{\"goto\":\"index\",\"result\":\"r\",'\n{}printf '\"k\":0}}'\n",
+                repeated("\"k\":0,", 2 * MIB)
+            ),
+            Some((1, "r")),
+        ),
+        (
+            "wide array as the result",
+            format!(
+                "printf '{{\"goto\":\"index\",\"result\":['\n{}printf '0]}}'\n",
+                repeated("[1,null,\"s\"],", MIB)
+            ),
+            Some((5 * MIB + 1, "1,,s,1,,s,")),
+        ),
+        (
+            "deep object without a known field (a -v note)",
+            format!("printf '{{\"Result\":1,\"x\":'\n{deep_object}printf '}}'\n"),
+            None,
+        ),
+    ];
+    for (case, printer, result) in cases {
+        let p = Project::new();
+        p.script(
+            "w",
+            "index.sh",
+            &format!(
+                "if [ -e \"$LOOPX_PROJECT_ROOT/done\" ]; then\n\
+                   cat > \"$LOOPX_PROJECT_ROOT/stdin\"\n\
+                   grep VmHWM /proc/$PPID/status > \"$LOOPX_PROJECT_ROOT/hwm\"\n\
+                   printf '{{\"stop\":true}}'\n\
+                 else\n\
+                   touch \"$LOOPX_PROJECT_ROOT/done\"\n\
+                   {{\n{printer}}} > \"$LOOPX_PROJECT_ROOT/out\"\n\
+                   cat \"$LOOPX_PROJECT_ROOT/out\"\n\
+                 fi\n"
+            ),
+        );
+        let run = p.loopx(&["run", "-v", "w"]).stdout("");
+        let run = match result {
+            Some(_) => run.stderr_contains("→ goto index").stderr_lacks("note:"),
+            None => run
+                .stderr_contains("→ restart")
+                .stderr_contains("'Result' is not a field of the output (did you mean 'result'?)"),
+        };
+        run.timeout(Duration::from_secs(180)).run();
+        let piped = fs::read(p.path("stdin")).expect("stdin");
+        let (len, head) = result.unwrap_or((0, ""));
+        assert_eq!(piped.len(), len, "{case}: result length");
+        assert!(
+            piped.starts_with(head.as_bytes()),
+            "{case}: result starts {head:?}"
+        );
+        let size = fs::metadata(p.path("out")).expect("stdout").len();
+        assert!(size >= 12 * MIB as u64, "{case}: {size} bytes of stdout");
+        let hwm = kb(&p, "hwm") * 1024;
+        let budget = 2 * size + 64 * MIB as u64;
+        eprintln!(
+            "{case}: {:.1} MiB of stdout, peak RSS {:.1} MiB",
+            size as f64 / MIB as f64,
+            hwm as f64 / MIB as f64
+        );
+        assert!(
+            hwm <= budget,
+            "{case}: peak RSS {} MiB for {} MiB of stdout (budget {} MiB)",
+            hwm / MIB as u64,
+            size / MIB as u64,
+            budget / MIB as u64
+        );
+    }
+}
+
 #[test]
 fn piped_result_of_64_mib_reaches_the_next_script() {
     let n = 64 * MIB;

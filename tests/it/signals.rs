@@ -97,6 +97,78 @@ fn sighup_is_forwarded_like_sigterm_and_exits_129() {
 }
 
 #[test]
+fn every_terminating_signal_ends_the_group_and_exits_128_plus_n() {
+    // Beyond §7.3's SIGINT/SIGTERM: every signal whose default action would
+    // kill loopx and orphan the group is handled alike, as tini does.
+    for sig in [
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGQUIT,
+        libc::SIGTERM,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+        libc::SIGVTALRM,
+        libc::SIGPROF,
+        libc::SIGXCPU,
+        libc::SIGPWR,
+    ] {
+        let p = grandchild_project("");
+        let run = p
+            .loopx(&["run", "w"])
+            .status(128 + sig)
+            .stdout("")
+            // The script's bash reports a child killed by some of these
+            // ("Quit", "User defined signal 1"); loopx itself says nothing.
+            .stderr_any()
+            .stderr_lacks("loopx")
+            .start();
+        let pgid = read_pid(&p, "script.pid");
+        let grandchild = read_pid(&p, "grandchild.pid");
+        wait_until("heartbeat", || size(&p.path("hb")) > 0);
+        run.signal(sig);
+        run.finish();
+        assert!(!alive(grandchild), "signal {sig}: the grandchild survived");
+        let left = group_members(pgid);
+        assert!(left.is_empty(), "signal {sig}: group {pgid} left {left:?}");
+    }
+}
+
+#[test]
+fn a_signal_ignored_on_entry_stays_ignored() {
+    // The nohup rule, for every handled signal: ignored when loopx starts
+    // (by the caller's choice), it is nothing to loopx.
+    for sig in ["USR1", "QUIT", "INT"] {
+        let p = Project::new();
+        p.script(
+            "w",
+            "index.sh",
+            "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\n\
+             until [ -e \"$LOOPX_PROJECT_ROOT/go\" ]; do sleep 0.02; done\n\
+             printf '{\"stop\":true}'\n",
+        );
+        let mut cmd = std::process::Command::new("bash");
+        cmd.arg("-c")
+            .arg(format!("trap '' {sig}; exec \"$@\""))
+            .arg("bash")
+            .arg(loopx_bin())
+            .args(["run", "w"])
+            .current_dir(p.root());
+        isolate(&mut cmd, p.home());
+        let running = Run::command(cmd).stdout("").start();
+        read_pid(&p, "script.pid");
+        let num = match sig {
+            "USR1" => libc::SIGUSR1,
+            "QUIT" => libc::SIGQUIT,
+            _ => libc::SIGINT,
+        };
+        running.signal(num);
+        std::fs::write(p.path("go"), "").expect("write go");
+        running.finish();
+    }
+}
+
+#[test]
 fn sighup_ignored_on_entry_stays_ignored() {
     // Under nohup (SIGHUP ignored when loopx starts), a hang-up is nothing.
     let p = Project::new();

@@ -193,3 +193,33 @@ fn an_invalid_specifier_warning_reads_differently_from_a_version_mismatch() {
         "{mismatch}"
     );
 }
+
+#[test]
+fn a_package_json_that_is_a_fifo_or_over_8_mib_warns_and_the_run_goes_on() {
+    // §3.2: a package.json that cannot be read gives a warning and no check.
+    // A fifo would keep loopx waiting for a writer; a huge file (or a
+    // device) would be read whole.
+    let p = Project::new();
+    p.script("a", "index.sh", &marker("a", r#"{"goto":"b:index"}"#))
+        .script("b", "index.sh", &marker("b", r#"{"stop":true}"#))
+        .file(
+            ".loopx/b/package.json",
+            &format!(r#"{{"description":"{}"}}"#, "x".repeat(9 << 20)),
+        );
+    let status = std::process::Command::new("mkfifo")
+        .arg(p.path(".loopx/a/package.json"))
+        .status()
+        .expect("run mkfifo");
+    assert!(status.success(), "mkfifo");
+    p.loopx(&["run", "a"])
+        .timeout(std::time::Duration::from_secs(30))
+        .stderr(
+            "loopx: warning: workflow 'a': package.json cannot be read \
+             (not a regular file but a fifo); skipping its loopx version check\n\
+             ran a\n\
+             loopx: warning: workflow 'b': package.json cannot be read \
+             (larger than 8 MiB, the limit); skipping its loopx version check\n\
+             ran b\n",
+        )
+        .run();
+}

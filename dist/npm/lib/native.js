@@ -43,13 +43,24 @@ const TARGETS = {
 };
 
 /**
+ * The variable through which the shim's spawn path gives the binary its
+ * pid (bin/loopx.js): the binary watches for its death. Never part of
+ * binaryEnv(): run() (api.js) is not a shim.
+ */
+export const SHIM_PID_VAR = "LOOPX_SHIM_PID";
+
+/**
  * The environment the binary runs with, on top of `base` (the contract in
  * bin/loopx.js): LOOPX_PACKAGE_DIR always, LOOPX_JS_RUNTIME=bun under Bun,
- * LOOPX_TSX when tsx resolves from this package. Used by the shim and by
- * run() (api.js), so both start the binary the same way.
+ * LOOPX_TSX when tsx resolves from this package; never LOOPX_SHIM_PID.
+ * Used by the shim and by run() (api.js), so both start the binary the
+ * same way.
  */
 export function binaryEnv(base = process.env) {
   const env = { ...base, LOOPX_PACKAGE_DIR: PACKAGE_DIR };
+  // A stale value would make the binary watch a process that is not its
+  // parent; only the shim's spawn path sets it, after this.
+  delete env[SHIM_PID_VAR];
   if (process.versions.bun) {
     env.LOOPX_JS_RUNTIME = "bun";
     env.LOOPX_BUN = process.execPath;

@@ -210,6 +210,9 @@ test("invalid timeout, maxTime, retry and retryDelay are rejected on first use, 
     ["retry", NaN, "NaN", "a non-negative integer"],
     ["retryDelay", -5, "-5", "a non-negative integer number of milliseconds"],
     ["retryDelay", Infinity, "Infinity", "a non-negative integer number of milliseconds"],
+    ["maxWait", 1.5, "1.5", "a non-negative integer number of milliseconds"],
+    ["maxCost", -1, "-1", "US dollars (a number of at least 0)"],
+    ["maxCost", "5", "'5'", "US dollars (a number of at least 0)"],
   ];
   for (const [name, value, shown, what] of cases) {
     const message = `invalid value ${shown} for ${name}: expected ${what}`;
@@ -229,6 +232,47 @@ test("timeout: a script that runs too long fails the run with exitCode 124 and r
   assert.equal(error.reason, "timed_out");
   const pid = Number(readFileSync(join(root, "pid"), "utf8"));
   assert.throws(() => process.kill(pid, 0), { code: "ESRCH" });
+});
+
+test("a wait a script asks for happens inside the run: its output is not yielded", T, async (t) => {
+  const root = project(t, {
+    "w/index.sh": `echo "ran $LOOPX_WAITS" >> "$LOOPX_PROJECT_ROOT/log"
+if [ "$LOOPX_WAITS" = 0 ]; then printf '{"result":"not yet","retry_after":0.1}'; else printf '{"result":"done","stop":true}'; fi
+`,
+  });
+  assert.deepEqual(await runPromise("w", { cwd: root }), [{ result: "done", stop: true }]);
+  assert.deepEqual(log(root), ["ran 0", "ran 1"]);
+});
+
+test("maxWait: a longer wait fails the run with exitCode 75 and reason wait", T, async (t) => {
+  const root = project(t, { "w/index.sh": `printf '{"retry_after":3600}'
+` });
+  const error = await rejection(runPromise("w", { cwd: root, maxWait: 1000 }));
+  assert.equal(error.exitCode, 75);
+  assert.equal(error.reason, "wait");
+  assert.match(error.message, /^w:index asked to run again at .* \(in 1h\), longer than --max-wait 1s/);
+});
+
+test("abort during a wait ends the run at once with an AbortError", T, async (t) => {
+  const root = project(t, { "w/index.sh": `touch "$LOOPX_PROJECT_ROOT/ready"
+printf '{"retry_after":3600}'
+` });
+  const controller = new AbortController();
+  const promise = runPromise("w", { cwd: root, signal: controller.signal });
+  await waitFor(() => existsSync(join(root, "ready")));
+  // The script has ended; give loopx a moment to begin its wait.
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const started = Date.now();
+  controller.abort();
+  await assert.rejects(promise, { name: "AbortError" });
+  assert.ok(Date.now() - started < 3000, "the wait ended at once");
+});
+
+test("maxCost: the run completes once the scripts' reported cost reaches it", T, async (t) => {
+  const root = project(t, { "w/index.sh": logged("ran", { result: "r", cost_usd: 0.5 }) });
+  const outputs = await runPromise("w", { cwd: root, maxCost: 1 });
+  assert.equal(outputs.length, 2);
+  assert.deepEqual(log(root), ["ran", "ran"]);
 });
 
 test("retry and retryDelay: a failed script runs again with the same input", T, async (t) => {
@@ -768,7 +812,7 @@ test("the declarations type-check a consumer, and reject a call without target",
       files: ["consumer.ts"],
     }),
     "package.json": JSON.stringify({ type: "module" }),
-    "consumer.ts": `import { run, runPromise, output, input, type Output, type RunOptions } from "loopx";
+    "consumer.ts": `import { run, runPromise, output, input, type Output, type RunOptions, type ScriptOutput } from "loopx";
 
 const options: RunOptions = { maxIterations: 10, envFile: ".env", signal: new AbortController().signal, cwd: "/tmp" };
 const loop: AsyncGenerator<Output> = run("ralph", options);
@@ -783,6 +827,10 @@ void all;
 const text: Promise<string> = input();
 void text;
 if (all.length > 99) output({ result: "x" });
+if (all.length > 98) output({ retryAfter: new Date(), costUsd: 0.5 });
+if (all.length > 97) output({ retryAfter: "2026-11-25T14:00:00Z" });
+const wait: ScriptOutput = { retryAfter: 90 };
+void wait;
 
 // @ts-expect-error target is required
 run();
@@ -794,6 +842,8 @@ run(42);
 run("ralph", { maxIterations: "3" });
 // @ts-expect-error no such option
 run("ralph", { maxIteration: 3 });
+// @ts-expect-error costUsd is a number
+output({ costUsd: "1" });
 `,
   });
   rmSync(join(dir, "node_modules/loopx"));

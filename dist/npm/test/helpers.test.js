@@ -33,6 +33,10 @@ const accepted = [
   ["false", '{"result":"false"}'],
   ["12345678901234567890n", '{"result":"12345678901234567890"}'],
   ['Object.assign([1, 2], { goto: "g" })', '{"goto":"g"}'],
+  ["{ retryAfter: 90 }", '{"retry_after":90}'],
+  ['{ retryAfter: "2026-11-25T14:00:00Z", costUsd: 0.25 }', '{"retry_after":"2026-11-25T14:00:00Z","cost_usd":0.25}'],
+  ['{ retryAfter: new Date(Date.UTC(2026, 10, 25, 14)) }', '{"retry_after":"2026-11-25T14:00:00.000Z"}'],
+  ['{ result: "r", costUsd: 0 }', '{"result":"r","cost_usd":0}'],
 ];
 
 for (const [argument, expected] of accepted) {
@@ -52,9 +56,13 @@ const rejected = [
   ["null", /output\(\) needs a value, got null/],
   ["undefined", /output\(\) needs a value, got undefined/],
   ["", /output\(\) needs a value, got undefined/],
-  ["{}", /at least one of result, goto or stop/],
-  ['{ result: undefined, goto: undefined, stop: undefined, other: "x" }', /at least one of result, goto or stop/],
-  ["[1, 2, 3]", /at least one of result, goto or stop/],
+  ["{}", /at least one of result, goto, stop, retryAfter or costUsd/],
+  ['{ result: undefined, goto: undefined, stop: undefined, other: "x" }', /at least one of result, goto, stop, retryAfter or costUsd/],
+  ["[1, 2, 3]", /at least one of result, goto, stop, retryAfter or costUsd/],
+  ["{ retryAfter: -1 }", /retryAfter needs seconds/],
+  ["{ retryAfter: new Date(NaN) }", /invalid Date/],
+  ['{ costUsd: "1" }', /costUsd needs US dollars/],
+  ["{ costUsd: -0.5 }", /costUsd needs US dollars/],
 ];
 
 for (const [argument, message] of rejected) {

@@ -1,6 +1,8 @@
 // bin/loopx.js against a fake binary (LOOPX_BINARY_PATH): argv, stdio, exit
-// codes, signal forwarding and re-raising, and the environment contract.
+// codes, signal forwarding and re-raising, and the environment contract; the
+// spawn path (Node < 22.15, Bun) and the execve path (Node >= 22.15).
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, realpathSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -17,6 +19,7 @@ trap 'echo SIGINT >> "$out/signals"' INT
 trap 'echo SIGTERM >> "$out/signals"' TERM
 trap 'echo SIGHUP >> "$out/signals"' HUP
 printf '%s\\0' "$@" > "$out/args"
+echo "$$ $PPID" > "$out/pids"
 env > "$out/env"
 : > "$out/signals"
 : > "$out/ready"
@@ -25,6 +28,54 @@ while [ "$(wc -l < "$out/signals")" -lt "\${FAKE_SIGNALS:-0}" ]; do sleep 0.02; 
 if [ -n "\${FAKE_KILL:-}" ]; then trap - INT TERM HUP; kill -s "$FAKE_KILL" $$; sleep 5; fi
 exit "\${FAKE_EXIT:-0}"
 `;
+
+// Whether `node` replaces the shim with the binary (process.execve, Node
+// >= 22.15).
+function hasExecve(node) {
+  return execFileSync(node, ["-p", "typeof process.execve"], { encoding: "utf8" }).trim() === "function";
+}
+
+// A Node that has process.execve: this one, or LOOPX_TEST_NODE22 (which
+// scripts/test.sh installs).
+const EXECVE_NODE = [process.execPath, process.env.LOOPX_TEST_NODE22].find((n) => n && existsSync(n) && hasExecve(n));
+
+// Preloads for the shim (node --import): one that takes process.execve
+// away, forcing the spawn path; one that also sends this process a SIGTERM
+// the instant spawn() returns, as when the shim is preempted right there
+// and the signal lands before any code after spawn() runs.
+const SPAWN_PATH = `delete process.execve;\n`;
+const TERM_AFTER_SPAWN = `${SPAWN_PATH}import cp from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { syncBuiltinESMExports } from "node:module";
+const spawn = cp.spawn;
+cp.spawn = function (...args) {
+  const child = spawn.apply(this, args);
+  writeFileSync(process.env.SPAWNED_PID_FILE, String(child.pid));
+  process.kill(process.pid, "SIGTERM");
+  return child;
+};
+syncBuiltinESMExports();
+`;
+
+// Whether `pid` is a live process (not a zombie).
+function alive(pid) {
+  try {
+    return !/^\S+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return false;
+  }
+}
+
+function preload(t, source) {
+  const dir = tempDir(t);
+  writeTree(dir, { "preload.mjs": source });
+  return join(dir, "preload.mjs");
+}
+
+// The pid in $out/pids (the fake binary's own, then its parent's).
+function pidsOf(out) {
+  return readFileSync(join(out, "pids"), "utf8").trim().split(" ").map(Number);
+}
 
 function fake(t) {
   const dir = tempDir(t);
@@ -96,9 +147,10 @@ test("a binary that dies of a signal makes the shim die of the same signal", asy
 });
 
 test("a signal the shim cannot die of becomes exit code 128+n", async (t) => {
-  // Node ignores SIGPIPE, so re-raising it does nothing.
+  // Node ignores SIGPIPE, so re-raising it does nothing. The spawn path
+  // only: through execve the binary would inherit Node's ignored SIGPIPE.
   const f = fake(t);
-  const r = await runShim(f, { FAKE_KILL: "PIPE" });
+  const r = await runShim(f, { FAKE_KILL: "PIPE", NODE_OPTIONS: `--import=${preload(t, SPAWN_PATH)}` });
   assert.equal(r.signal, null);
   assert.equal(r.code, 141);
 });
@@ -151,4 +203,99 @@ test("under Bun the shim sets LOOPX_JS_RUNTIME=bun and forwards signals", { skip
 
   r = await runShim(f, { FAKE_KILL: "TERM" }, {}, SHIM, BUN);
   assert.equal(r.signal, "SIGTERM", r.stderr);
+});
+
+test("spawn path: a signal landing the instant the binary is spawned still reaches it", {
+  skip: process.platform !== "linux" && "reads /proc",
+}, async (t) => {
+  // The handlers are in place before spawn(): the shim must not die of the
+  // default action and leave the binary running with no one to stop it.
+  // The signal may reach the fake binary before its traps are set (it then
+  // dies of it, and the shim re-raises it); either way it must not outlive
+  // the shim.
+  const dir = tempDir(t);
+  // Exits 7 on SIGTERM, else runs until killed; its output goes nowhere,
+  // so the shim's pipes close when the shim ends, whatever the fake does.
+  writeTree(dir, {
+    "bin/fake-loopx": ["#!/bin/bash\nexec >/dev/null 2>&1\ntrap 'exit 7' TERM\nwhile :; do sleep 0.05; done\n", 0o755],
+  });
+  const pidFile = join(dir, "spawned");
+  let binary = 0;
+  t.after(() => {
+    // Only when the test failed: the fake outlived the shim.
+    if (binary && alive(binary)) process.kill(binary, "SIGKILL");
+  });
+  let r;
+  try {
+    r = await run(process.execPath, [SHIM], {
+      env: {
+        LOOPX_BINARY_PATH: join(dir, "bin/fake-loopx"),
+        SPAWNED_PID_FILE: pidFile,
+        NODE_OPTIONS: `--import=${preload(t, TERM_AFTER_SPAWN)}`,
+      },
+      timeout: 10000,
+    });
+  } finally {
+    binary = Number(readFileSync(pidFile, "utf8"));
+  }
+  try {
+    await waitFor(() => !alive(binary), 5000);
+  } catch {
+    assert.fail(`the binary outlived the shim (${r.code ?? r.signal}): the SIGTERM was not forwarded`);
+  }
+  if (r.signal === null) {
+    assert.equal(r.code, 7, r.stderr);
+  } else {
+    assert.equal(r.signal, "SIGTERM", "re-raised from the binary");
+  }
+});
+
+test("spawn path: LOOPX_SHIM_PID is the shim's pid; a stale one is replaced", async (t) => {
+  const f = fake(t);
+  let shimPid;
+  const r = await runShim(f, { LOOPX_SHIM_PID: "12345", NODE_OPTIONS: `--import=${preload(t, SPAWN_PATH)}` }, {
+    onSpawn: (child) => {
+      shimPid = child.pid;
+    },
+  });
+  assert.equal(r.code, 0, r.stderr);
+  const [, parent] = pidsOf(f.out);
+  assert.equal(parent, shimPid, "the binary is the shim's child");
+  assert.equal(envOf(f.out).LOOPX_SHIM_PID, String(shimPid));
+});
+
+test("execve path: the shim becomes the binary, quietly, with the same environment contract", {
+  skip: !EXECVE_NODE && "no Node with process.execve (>= 22.15); set LOOPX_TEST_NODE22",
+}, async (t) => {
+  const f = fake(t);
+  let shimPid;
+  const r = await runShim(f, { LOOPX_SHIM_PID: "12345", FAKE_ECHO: "1", FAKE_EXIT: "3" }, {
+    args: ["run", "x"],
+    input: "in\n",
+    onSpawn: (child) => {
+      shimPid = child.pid;
+    },
+  }, SHIM, EXECVE_NODE);
+  assert.equal(r.code, 3);
+  // Node's ExperimentalWarning for process.execve is not shown.
+  assert.equal(r.stderr, "to stderr\n");
+  assert.equal(r.stdout, "in\n");
+  const [pid] = pidsOf(f.out);
+  assert.equal(pid, shimPid, "the binary runs in the shim's process");
+  const env = envOf(f.out);
+  assert.equal(env.LOOPX_SHIM_PID, undefined, "no shim is left to watch");
+  assert.equal(env.LOOPX_PACKAGE_DIR, PKG);
+  assert.equal(env.LOOPX_TSX, TSX_DIR);
+  assert.deepEqual(readFileSync(join(f.out, "args"), "utf8").split("\0").slice(0, -1), ["run", "x"]);
+});
+
+test("execve path: a binary that is not executable is an error, not an abort", {
+  skip: !EXECVE_NODE && "no Node with process.execve (>= 22.15); set LOOPX_TEST_NODE22",
+}, async (t) => {
+  const f = fake(t);
+  const { chmodSync } = await import("node:fs");
+  chmodSync(f.binary, 0o644);
+  const r = await runShim(f, {}, {}, SHIM, EXECVE_NODE);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /LOOPX_BINARY_PATH is set to .*, which is not an executable file/);
 });

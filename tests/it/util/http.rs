@@ -4,8 +4,10 @@
 //!
 //! It serves a directory tree (GET and HEAD) and programmable routes that win
 //! over the tree: any status code, redirects, raw bytes written verbatim (for
-//! truncated or malformed responses), delays, or a closure that decides per
-//! request. Every request is logged so a test can assert what was fetched.
+//! truncated or malformed responses), a body without `Content-Length` (it
+//! ends when the connection closes), a body dripped a few bytes at a time
+//! (per route, or for everything the server sends), or a closure that
+//! decides per request. Every request is logged so a test can assert what was fetched.
 //! One request per connection (`Connection: close`), which curl, wget and
 //! Node all handle.
 //!
@@ -55,6 +57,17 @@ impl Request {
 #[derive(Clone, Debug)]
 pub struct Response {
     body: Body,
+    /// Send no `Content-Length`: the body ends when the connection closes.
+    no_length: bool,
+    drip: Option<Drip>,
+}
+
+/// A body sent `bytes` at a time, with a pause of `every` before each piece
+/// (a server too slow to be useful, yet never silent for long).
+#[derive(Clone, Copy, Debug)]
+pub struct Drip {
+    pub bytes: usize,
+    pub every: Duration,
 }
 
 #[derive(Clone, Debug)]
@@ -87,6 +100,8 @@ impl Response {
                 headers: Vec::new(),
                 body,
             },
+            no_length: false,
+            drip: None,
         }
     }
 
@@ -100,6 +115,8 @@ impl Response {
     pub fn raw(bytes: impl Into<Vec<u8>>) -> Response {
         Response {
             body: Body::Raw(bytes.into()),
+            no_length: false,
+            drip: None,
         }
     }
 
@@ -108,6 +125,20 @@ impl Response {
         if let Body::Http { body, .. } = &mut self.body {
             *body = bytes.into();
         }
+        self
+    }
+
+    /// Sends the body with no `Content-Length`: it ends when the server
+    /// closes the connection (as HTTP/1.0 servers and some proxies do).
+    pub fn without_length(mut self) -> Response {
+        self.no_length = true;
+        self
+    }
+
+    /// Sends the body (of a raw response: everything) `bytes` at a time,
+    /// pausing `every` before each piece.
+    pub fn drip(mut self, bytes: usize, every: Duration) -> Response {
+        self.drip = Some(Drip { bytes, every });
         self
     }
 
@@ -127,13 +158,15 @@ struct Shared {
     root: Option<PathBuf>,
     routes: Mutex<Vec<(String, Handler)>>,
     log: Mutex<Vec<Request>>,
+    /// Drips every response that does not say otherwise.
+    drip: Mutex<Option<Drip>>,
+    stop: AtomicBool,
 }
 
 /// A running server; dropping it stops the listener and joins its thread.
 pub struct Server {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -155,19 +188,18 @@ impl Server {
             root,
             routes: Mutex::new(Vec::new()),
             log: Mutex::new(Vec::new()),
+            drip: Mutex::new(None),
+            stop: AtomicBool::new(false),
         });
-        let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let shared = Arc::clone(&shared);
-            let stop = Arc::clone(&stop);
             thread::Builder::new()
                 .name(format!("test-http-{}", addr.port()))
-                .spawn(move || accept_loop(listener, shared, stop))?
+                .spawn(move || accept_loop(listener, shared))?
         };
         Ok(Server {
             addr,
             shared,
-            stop,
             thread: Some(thread),
         })
     }
@@ -199,6 +231,13 @@ impl Server {
         routes.push((path.to_string(), Arc::new(handler)));
     }
 
+    /// Drips every response (files and routes) that has no drip of its
+    /// own: e.g. a dumb-HTTP git repository served from a directory, too
+    /// slow to clone.
+    pub fn drip_all(&self, bytes: usize, every: Duration) {
+        *lock(&self.shared.drip) = Some(Drip { bytes, every });
+    }
+
     /// Every request received so far, oldest first.
     pub fn requests(&self) -> Vec<Request> {
         lock(&self.shared.log).clone()
@@ -215,7 +254,8 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+        // Also ends the responses still dripping.
+        self.shared.stop.store(true, Ordering::SeqCst);
         // Wake the blocking accept(); if even that fails the listener is gone.
         let _ = TcpStream::connect(self.addr);
         if let Some(thread) = self.thread.take() {
@@ -230,9 +270,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
+fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     for stream in listener.incoming() {
-        if stop.load(Ordering::SeqCst) {
+        if shared.stop.load(Ordering::SeqCst) {
             break;
         }
         let Ok(stream) = stream else { continue };
@@ -248,14 +288,17 @@ fn handle(stream: TcpStream, shared: &Shared) -> io::Result<()> {
     stream.set_read_timeout(Some(IO_TIMEOUT))?;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
     let mut out = stream.try_clone()?;
-    let (response, head_only) = match read_request(BufReader::new(stream)) {
+    let (mut response, head_only) = match read_request(BufReader::new(stream)) {
         Ok(request) => {
             lock(&shared.log).push(request.clone());
             (respond(&request, shared), request.method == "HEAD")
         }
         Err(status) => (Response::status(status), false),
     };
-    write_response(&mut out, response, head_only)
+    if response.drip.is_none() {
+        response.drip = *lock(&shared.drip);
+    }
+    write_response(&mut out, response, head_only, &shared.stop)
 }
 
 /// Reads one request; an `Err` is the status to answer with.
@@ -349,20 +392,40 @@ fn file_under(root: &Path, path: &str) -> Option<PathBuf> {
 }
 
 /// Writes `response`; `head_only` (a HEAD request) keeps the body's
-/// Content-Length but not the body.
-fn write_response(out: &mut TcpStream, response: Response, head_only: bool) -> io::Result<()> {
-    match response.body {
-        Body::Raw(bytes) => out.write_all(&bytes)?,
+/// Content-Length but not the body. A dripped body stops early once `stop`
+/// is set (the server is dropped) or the client is gone (a write fails).
+fn write_response(
+    out: &mut TcpStream,
+    response: Response,
+    head_only: bool,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    let send = |out: &mut TcpStream, bytes: &[u8]| -> io::Result<()> {
+        let Some(drip) = response.drip else {
+            return out.write_all(bytes);
+        };
+        for piece in bytes.chunks(drip.bytes.max(1)) {
+            thread::sleep(drip.every);
+            if stop.load(Ordering::SeqCst) {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            out.write_all(piece)?;
+            out.flush()?;
+        }
+        Ok(())
+    };
+    match &response.body {
+        Body::Raw(bytes) => send(out, bytes)?,
         Body::Http {
             status,
             headers,
             body,
         } => {
-            let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
+            let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(*status));
             let has_type = headers
                 .iter()
                 .any(|(k, _)| k.eq_ignore_ascii_case("content-type"));
-            for (k, v) in &headers {
+            for (k, v) in headers {
                 if !k.eq_ignore_ascii_case("content-length")
                     && !k.eq_ignore_ascii_case("connection")
                 {
@@ -372,13 +435,13 @@ fn write_response(out: &mut TcpStream, response: Response, head_only: bool) -> i
             if !has_type {
                 head.push_str("Content-Type: application/octet-stream\r\n");
             }
-            head.push_str(&format!(
-                "Content-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            ));
+            if !response.no_length {
+                head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+            }
+            head.push_str("Connection: close\r\n\r\n");
             out.write_all(head.as_bytes())?;
             if !head_only {
-                out.write_all(&body)?;
+                send(out, body)?;
             }
         }
     }

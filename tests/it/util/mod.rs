@@ -206,9 +206,35 @@ pub fn isolate(cmd: &mut Command, home: &Path) {
         }
     }
     // XDG_CACHE_HOME too: standalone JS/TS runs write their helpers there.
+    // XDG_STATE_HOME: resume checkpoints stay in the test's own home.
     cmd.env("HOME", home)
         .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_STATE_HOME", home.join(".local/state"))
         .env_remove("XDG_CACHE_HOME");
+    default_signals(cmd);
+}
+
+/// Starts the child with every signal at its default disposition and none
+/// blocked, whatever the test harness inherited: run under `nohup`, the
+/// harness ignores SIGHUP, and loopx keeps a signal ignored on entry
+/// ignored (§7.3 under nohup), so a test of SIGHUP would hang.
+pub fn default_signals(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: signal and sigprocmask are async-signal-safe; the closure
+    // allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            for sig in 1..32 {
+                if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+            }
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            Ok(())
+        });
+    }
 }
 
 /// What a run is expected to end with. Strict by default (just's `Test` is
@@ -486,6 +512,9 @@ impl Running {
     }
 }
 
+/// How long a run's output pipes may stay open after it exited.
+const PIPES_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// The command line and working directory, for failure messages.
 struct Described {
     command: String,
@@ -507,18 +536,24 @@ fn describe(cmd: &Command) -> Described {
 
 /// Waits for a child with a deadline, reading its stdout/stderr in threads.
 fn collect(mut child: Child, timeout: Duration, desc: Described) -> Outcome {
-    let mut out = child.stdout.take().expect("stdout");
-    let mut err = child.stderr.take().expect("stderr");
-    let t_out = thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
-    let t_err = thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.read_to_end(&mut v);
-        v
-    });
+    // Each stream is read to its end in a thread of its own; the ends come
+    // back through a channel, so a descendant still holding a pipe (a
+    // script that outlived the process under test) fails the test with a
+    // message instead of hanging it.
+    let (tx, rx) = std::sync::mpsc::channel::<(bool, Vec<u8>)>();
+    let readers: [(bool, Box<dyn Read + Send>); 2] = [
+        (true, Box::new(child.stdout.take().expect("stdout"))),
+        (false, Box::new(child.stderr.take().expect("stderr"))),
+    ];
+    for (is_stdout, mut stream) in readers {
+        let tx = tx.clone();
+        thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = stream.read_to_end(&mut v);
+            let _ = tx.send((is_stdout, v));
+        });
+    }
+    drop(tx);
     let start = Instant::now();
     let status = loop {
         if let Some(st) = child.try_wait().expect("try_wait") {
@@ -534,8 +569,18 @@ fn collect(mut child: Child, timeout: Duration, desc: Described) -> Outcome {
         }
         thread::sleep(Duration::from_millis(5));
     };
-    let stdout = t_out.join().expect("stdout thread");
-    let stderr = t_err.join().expect("stderr thread");
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    for _ in 0..2 {
+        match rx.recv_timeout(PIPES_TIMEOUT) {
+            Ok((true, v)) => stdout = v,
+            Ok((false, v)) => stderr = v,
+            Err(_) => panic!(
+                "exited ({status}), but its stdout or stderr stayed open for {PIPES_TIMEOUT:?}: \
+                 a process it started still holds them\n--- command: {}\n--- cwd: {}",
+                desc.command, desc.cwd
+            ),
+        }
+    }
     use std::os::unix::process::ExitStatusExt;
     Outcome {
         code: status.code(),

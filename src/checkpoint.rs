@@ -1,0 +1,696 @@
+//! Resume checkpoints (DESIGN.md "Beyond the spec"; README "Resuming a run").
+//!
+//! Every CLI run keeps `<run-id>.ckpt` in `$XDG_STATE_HOME/loopx/runs/`
+//! (default `~/.local/state/loopx/runs/`; directories 0700, files 0600): what
+//! `loopx resume` needs to run again the script that was about to run or
+//! running, with its input, and to carry on. The run holds an `flock` on it
+//! for as long as it lives: liveness is that lock, never a pid.
+//!
+//! The file is rewritten before each script starts, so its cost sits on
+//! every iteration's path. A create-and-rename costs a disk-backed state
+//! directory about half a millisecond of journal work; an in-place `pwrite`
+//! of a few hundred bytes costs microseconds. So the record is written in
+//! place, behind a header carrying its length and checksum: a write cut
+//! short (a power cut: surviving one is best effort, there is no fsync)
+//! reads as damaged rather than as a wrong state. A process dying cannot cut
+//! a write to a regular file short.
+//!
+//! The script's input can be large (a result piped along a goto) and is
+//! written only when it changed, into one of two files, `<id>.input.0` and
+//! `<id>.input.1`, alternately: the record names the one that holds the
+//! input of its script, so the other can be replaced while the record still
+//! points at the old one.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::json::{self, Object, Value};
+
+/// The record's format version.
+const VERSION: u64 = 1;
+
+/// Checkpoints older than this are pruned (README).
+pub const MAX_AGE_MS: i64 = 30 * 24 * 3600 * 1000;
+
+/// The directory of checkpoints: `$XDG_STATE_HOME/loopx/runs` when that is
+/// absolute, else `~/.local/state/loopx/runs`. None without a home.
+pub fn dir() -> Option<PathBuf> {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .map(|h| h.join(".local/state"))
+        })?;
+    Some(state.join("loopx").join("runs"))
+}
+
+/// Creates `dir` (and its parents) private to the user; refuses a directory
+/// that is not the user's own or is open to others.
+fn ensure_private(dir: &Path) -> io::Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let meta = fs::symlink_metadata(dir)?;
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "not a private directory of this user",
+        ));
+    }
+    Ok(())
+}
+
+/// FNV-1a, 64 bits: enough to tell a torn record from a whole one.
+fn checksum(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Where a saved input is: which of the two input files, its length and
+/// checksum (so a resume can tell the file still holds it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct InputRef {
+    pub slot: u8,
+    pub len: u64,
+    pub sum: u64,
+}
+
+/// How a run that can be resumed ended, when loopx lived to say so (a
+/// SIGKILL or a crash leaves none).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ended {
+    /// The run log's `run_end` reason: `signal`, `script_failed`, `wait`, ...
+    pub reason: String,
+    pub exit_code: i32,
+    pub at_ms: i64,
+}
+
+/// Everything a checkpoint records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    pub run_id: String,
+    pub root: String,
+    pub target: String,
+    /// The run's options as `RunOptions::to_json` writes them: an env file
+    /// as its path, never its values.
+    pub options: String,
+    /// `workflow:script` about to run or running.
+    pub script: String,
+    pub input: Option<InputRef>,
+    pub iteration: u64,
+    pub attempt: u64,
+    pub waits: u64,
+    /// A wait's deadline, milliseconds since the epoch, while one lasts.
+    pub wait_until_ms: Option<i64>,
+    /// Time the run has spent running, not counting any downtime between a
+    /// crash and a resume (`--max-time` counts this).
+    pub active_ms: u64,
+    pub cost_usd: f64,
+    pub started_ms: i64,
+    pub updated_ms: i64,
+    pub ended: Option<Ended>,
+}
+
+impl Record {
+    /// The record's JSON body.
+    pub fn to_json(&self) -> String {
+        let input = self.input.map(|i| {
+            Object::default()
+                .num("slot", u64::from(i.slot))
+                .num("len", i.len)
+                .str("sum", &format!("{:016x}", i.sum))
+                .finish()
+        });
+        let ended = self.ended.as_ref().map(|e| {
+            Object::default()
+                .str("reason", &e.reason)
+                .int("exit_code", i64::from(e.exit_code))
+                .int("at_ms", e.at_ms)
+                .finish()
+        });
+        let wait = self.wait_until_ms.map(|t| t.to_string());
+        Object::default()
+            .num("v", VERSION)
+            .str("run_id", &self.run_id)
+            .str("root", &self.root)
+            .str("target", &self.target)
+            .raw("options", &self.options)
+            .str("script", &self.script)
+            .raw("input", input.as_deref().unwrap_or("null"))
+            .num("iteration", self.iteration)
+            .num("attempt", self.attempt)
+            .num("waits", self.waits)
+            .raw("wait_until_ms", wait.as_deref().unwrap_or("null"))
+            .num("active_ms", self.active_ms)
+            .raw("cost_usd", &json::number_to_js_string(self.cost_usd))
+            .int("started_ms", self.started_ms)
+            .int("updated_ms", self.updated_ms)
+            .raw("ended", ended.as_deref().unwrap_or("null"))
+            .finish()
+    }
+
+    /// Reads a body `to_json` wrote; None for anything else.
+    pub fn from_json(text: &str) -> Option<Record> {
+        let v = json::parse(text)?;
+        if num(&v, "v")? != VERSION as f64 {
+            return None;
+        }
+        let input = match v.get("input")? {
+            Value::Null => None,
+            i => Some(InputRef {
+                slot: u8::try_from(uint(i, "slot")?).ok().filter(|s| *s < 2)?,
+                len: uint(i, "len")?,
+                sum: u64::from_str_radix(string(i, "sum")?, 16).ok()?,
+            }),
+        };
+        let ended = match v.get("ended")? {
+            Value::Null => None,
+            e => Some(Ended {
+                reason: string(e, "reason")?.to_string(),
+                exit_code: i32::try_from(int(e, "exit_code")?).ok()?,
+                at_ms: int(e, "at_ms")?,
+            }),
+        };
+        let options = v.get("options")?;
+        Some(Record {
+            run_id: string(&v, "run_id")?.to_string(),
+            root: string(&v, "root")?.to_string(),
+            target: string(&v, "target")?.to_string(),
+            options: object_json(options)?,
+            script: string(&v, "script")?.to_string(),
+            input,
+            iteration: uint(&v, "iteration")?,
+            attempt: uint(&v, "attempt")?,
+            waits: uint(&v, "waits")?,
+            wait_until_ms: match v.get("wait_until_ms")? {
+                Value::Null => None,
+                _ => Some(int(&v, "wait_until_ms")?),
+            },
+            active_ms: uint(&v, "active_ms")?,
+            cost_usd: num(&v, "cost_usd").filter(|c| *c >= 0.0)?,
+            started_ms: int(&v, "started_ms")?,
+            updated_ms: int(&v, "updated_ms")?,
+            ended,
+        })
+    }
+}
+
+fn num(v: &Value, key: &str) -> Option<f64> {
+    match v.get(key)? {
+        Value::Number(n) if n.is_finite() => Some(*n),
+        _ => None,
+    }
+}
+
+fn int(v: &Value, key: &str) -> Option<i64> {
+    let n = num(v, key)?;
+    (n.fract() == 0.0 && n.abs() < 9.0e15).then_some(n as i64)
+}
+
+fn uint(v: &Value, key: &str) -> Option<u64> {
+    u64::try_from(int(v, key)?).ok()
+}
+
+fn string<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
+    match v.get(key)? {
+        Value::String(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// A flat object of numbers, strings, booleans and nulls (the saved options)
+/// written back as JSON.
+fn object_json(v: &Value) -> Option<String> {
+    let Value::Object(members) = v else {
+        return None;
+    };
+    let mut o = Object::default();
+    for (k, value) in members {
+        o = match value {
+            Value::Null => o.raw(k, "null"),
+            Value::Bool(b) => o.bool(k, *b),
+            Value::Number(n) => o.raw(k, &json::number_to_js_string(*n)),
+            Value::String(s) => o.str(k, s),
+            _ => return None,
+        };
+    }
+    Some(o.finish())
+}
+
+/// The file's bytes: a header line with the body's length and checksum,
+/// then the body.
+fn frame(body: &str) -> Vec<u8> {
+    let mut out = format!(
+        "loopx-checkpoint {VERSION} {} {:016x}\n",
+        body.len(),
+        checksum(body.as_bytes())
+    )
+    .into_bytes();
+    out.extend_from_slice(body.as_bytes());
+    out
+}
+
+/// The body of a framed record, if it is whole; bytes after it (left by a
+/// longer earlier record) are ignored.
+fn unframe(bytes: &[u8]) -> Option<&str> {
+    let nl = bytes.iter().position(|&b| b == b'\n')?;
+    let header = std::str::from_utf8(&bytes[..nl]).ok()?;
+    let mut parts = header.split(' ');
+    let (Some("loopx-checkpoint"), Some(v), Some(len), Some(sum), None) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return None;
+    };
+    if v.parse::<u64>().ok()? != VERSION {
+        return None;
+    }
+    let len: usize = len.parse().ok()?;
+    let sum = u64::from_str_radix(sum, 16).ok()?;
+    let body = bytes.get(nl + 1..nl + 1 + len)?;
+    (checksum(body) == sum).then_some(())?;
+    std::str::from_utf8(body).ok()
+}
+
+fn lock(file: &File) -> io::Result<()> {
+    // SAFETY: flock on a descriptor this File owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn open_rw(path: &Path, create: bool) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(create)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// The checkpoint a live run keeps, locked for as long as it is open.
+pub struct Checkpoint {
+    dir: PathBuf,
+    id: String,
+    file: File,
+    /// The length last written, to cut off what a shorter record leaves.
+    written: u64,
+}
+
+impl Checkpoint {
+    fn path(dir: &Path, id: &str) -> PathBuf {
+        dir.join(format!("{id}.ckpt"))
+    }
+
+    fn input_path(&self, slot: u8) -> PathBuf {
+        self.dir.join(format!("{}.input.{slot}", self.id))
+    }
+
+    /// A new checkpoint for run `id` in `dir`.
+    pub fn create(dir: &Path, id: &str) -> io::Result<Checkpoint> {
+        ensure_private(dir)?;
+        let file = open_rw(&Checkpoint::path(dir, id), true)?;
+        lock(&file)?;
+        Ok(Checkpoint {
+            dir: dir.to_path_buf(),
+            id: id.to_string(),
+            file,
+            written: 0,
+        })
+    }
+
+    /// Takes over the checkpoint of run `id` for a resume: fails with
+    /// `WouldBlock` while its run lives.
+    pub fn take_over(dir: &Path, id: &str) -> io::Result<(Checkpoint, Record)> {
+        let file = open_rw(&Checkpoint::path(dir, id), false)?;
+        lock(&file)?;
+        let record = read_record(&file).ok_or_else(damaged)?;
+        let written = file.metadata()?.len();
+        let ckpt = Checkpoint {
+            dir: dir.to_path_buf(),
+            id: id.to_string(),
+            file,
+            written,
+        };
+        Ok((ckpt, record))
+    }
+
+    /// Writes `record` in place.
+    pub fn save(&mut self, record: &Record) -> io::Result<()> {
+        let bytes = frame(&record.to_json());
+        self.file.write_all_at(&bytes, 0)?;
+        let len = bytes.len() as u64;
+        if len < self.written {
+            self.file.set_len(len)?;
+        }
+        self.written = len;
+        Ok(())
+    }
+
+    /// Stores a new input in the slot `current` does not use, and says
+    /// where it is.
+    pub fn save_input(&mut self, input: &[u8], current: Option<InputRef>) -> io::Result<InputRef> {
+        let slot = match current {
+            Some(InputRef { slot: 0, .. }) => 1,
+            _ => 0,
+        };
+        let file = open_rw(&self.input_path(slot), true)?;
+        file.set_len(0)?;
+        file.write_all_at(input, 0)?;
+        Ok(InputRef {
+            slot,
+            len: input.len() as u64,
+            sum: checksum(input),
+        })
+    }
+
+    /// Reads the input `at` names, checking it is still the one saved.
+    pub fn load_input(&self, at: InputRef) -> io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        File::open(self.input_path(at.slot))?.read_to_end(&mut bytes)?;
+        if bytes.len() as u64 != at.len || checksum(&bytes) != at.sum {
+            return Err(damaged());
+        }
+        Ok(bytes)
+    }
+
+    /// The run finished: nothing to resume.
+    pub fn remove(self) {
+        for slot in 0..2 {
+            let _ = fs::remove_file(self.input_path(slot));
+        }
+        let _ = fs::remove_file(Checkpoint::path(&self.dir, &self.id));
+    }
+}
+
+/// What changes from one script run to the next, for [`Keeper::save`].
+pub struct Progress<'a> {
+    pub script: &'a str,
+    /// The script's input when it is new since the last save; `Unchanged`
+    /// keeps the saved one.
+    pub input: Input<'a>,
+    pub iteration: u64,
+    pub attempt: u64,
+    pub waits: u64,
+    pub wait_until_ms: Option<i64>,
+    pub active_ms: u64,
+    pub cost_usd: f64,
+}
+
+/// A script's input as a save sees it.
+pub enum Input<'a> {
+    Unchanged,
+    None,
+    New(&'a [u8]),
+}
+
+/// The checkpoint of a live run and the record it last wrote. Saving is
+/// best effort: a run whose checkpoint cannot be written goes on (it is
+/// then not resumable), as with the status file.
+pub struct Keeper {
+    ckpt: Checkpoint,
+    record: Record,
+    broken: bool,
+}
+
+impl Keeper {
+    pub fn new(ckpt: Checkpoint, record: Record) -> Keeper {
+        Keeper {
+            ckpt,
+            record,
+            broken: false,
+        }
+    }
+
+    pub fn record(&self) -> &Record {
+        &self.record
+    }
+
+    pub fn save(&mut self, p: &Progress) {
+        if self.broken {
+            return;
+        }
+        let r = &mut self.record;
+        match p.input {
+            Input::Unchanged => {}
+            Input::None => r.input = None,
+            Input::New(bytes) => match self.ckpt.save_input(bytes, r.input) {
+                Ok(at) => r.input = Some(at),
+                Err(_) => {
+                    self.broken = true;
+                    return;
+                }
+            },
+        }
+        p.script.clone_into(&mut r.script);
+        r.iteration = p.iteration;
+        r.attempt = p.attempt;
+        r.waits = p.waits;
+        r.wait_until_ms = p.wait_until_ms;
+        r.active_ms = p.active_ms;
+        r.cost_usd = p.cost_usd;
+        r.updated_ms = crate::clock::now_ms();
+        if self.ckpt.save(&self.record).is_err() {
+            self.broken = true;
+        }
+    }
+
+    /// The run finished: nothing to resume.
+    pub fn finish(self) {
+        self.ckpt.remove();
+    }
+
+    /// The run ended another way: say how, and keep the checkpoint.
+    pub fn end(mut self, ended: Ended, active_ms: u64, cost_usd: f64) {
+        if self.broken {
+            return;
+        }
+        self.record.ended = Some(ended);
+        self.record.active_ms = active_ms;
+        self.record.cost_usd = cost_usd;
+        self.record.updated_ms = crate::clock::now_ms();
+        let _ = self.ckpt.save(&self.record);
+    }
+
+    /// The saved input of the script about to run.
+    pub fn input(&self) -> io::Result<Option<Vec<u8>>> {
+        self.record
+            .input
+            .map(|at| self.ckpt.load_input(at))
+            .transpose()
+    }
+}
+
+fn damaged() -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, "the checkpoint is damaged")
+}
+
+fn read_record(mut file: &File) -> Option<Record> {
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    Record::from_json(unframe(&bytes)?)
+}
+
+/// A checkpoint found in the directory.
+#[derive(Debug)]
+pub struct Found {
+    pub id: String,
+    /// None when the file cannot be read or is damaged.
+    pub record: Option<Record>,
+    /// Whether its run still holds the lock.
+    pub live: bool,
+    pub modified_ms: i64,
+}
+
+/// Every checkpoint in `dir`, most recently written first.
+pub fn list(dir: &Path) -> Vec<Found> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<Found> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let id = name.strip_suffix(".ckpt")?.to_string();
+            // Read-only: listing never changes a checkpoint; the lock test
+            // works on any descriptor, and is released when it closes.
+            let file = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(e.path())
+                .ok()?;
+            let live = lock(&file).is_err();
+            let modified_ms = file
+                .metadata()
+                .ok()?
+                .modified()
+                .map(crate::clock::unix_ms)
+                .ok()? as i64;
+            let record = read_record(&file);
+            Some(Found {
+                id,
+                record,
+                live,
+                modified_ms,
+            })
+        })
+        .collect();
+    found.sort_by(|a, b| b.modified_ms.cmp(&a.modified_ms).then(a.id.cmp(&b.id)));
+    found
+}
+
+/// Removes checkpoints (and their inputs) not written for `MAX_AGE_MS`
+/// whose run is not live.
+pub fn prune(dir: &Path, now_ms: i64) {
+    for f in list(dir) {
+        if !f.live && now_ms - f.modified_ms > MAX_AGE_MS {
+            for suffix in [".ckpt", ".input.0", ".input.1"] {
+                let _ = fs::remove_file(dir.join(format!("{}{suffix}", f.id)));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> Record {
+        Record {
+            run_id: "00112233aabbccdd".into(),
+            root: "/home/me/proj \"x\"".into(),
+            target: "ralph".into(),
+            options:
+                r#"{"max_iterations":null,"env_file":"local.env","retry":2,"retry_delay_ms":10000}"#
+                    .into(),
+            script: "ralph:check".into(),
+            input: Some(InputRef {
+                slot: 1,
+                len: 12,
+                sum: 0xdead_beef,
+            }),
+            iteration: 7,
+            attempt: 2,
+            waits: 1,
+            wait_until_ms: Some(1_795_541_405_123),
+            active_ms: 65_000,
+            cost_usd: 1.25,
+            started_ms: 1_795_500_000_000,
+            updated_ms: 1_795_541_000_000,
+            ended: Some(Ended {
+                reason: "signal".into(),
+                exit_code: 143,
+                at_ms: 1_795_541_000_500,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_record_reads_back_as_written() {
+        let r = record();
+        assert_eq!(Record::from_json(&r.to_json()), Some(r.clone()));
+        let bare = Record {
+            input: None,
+            wait_until_ms: None,
+            ended: None,
+            cost_usd: 0.0,
+            ..r
+        };
+        assert_eq!(Record::from_json(&bare.to_json()), Some(bare));
+    }
+
+    #[test]
+    fn a_torn_or_foreign_frame_is_damaged() {
+        let bytes = frame(&record().to_json());
+        assert!(unframe(&bytes).is_some());
+        // Left over from a longer earlier record: ignored.
+        let mut longer = bytes.clone();
+        longer.extend_from_slice(b"tail of an older record");
+        assert_eq!(unframe(&longer), unframe(&bytes));
+        // Cut short, or one byte changed: damaged.
+        assert_eq!(unframe(&bytes[..bytes.len() - 1]), None);
+        let mut flipped = bytes.clone();
+        let last = flipped.len() - 2;
+        flipped[last] ^= 1;
+        assert_eq!(unframe(&flipped), None);
+        assert_eq!(unframe(b"{\"v\":1}"), None);
+        assert_eq!(Record::from_json("{\"v\":2}"), None);
+    }
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "loopx-ckpt-{tag}-{}-{}",
+            std::process::id(),
+            crate::clock::unix_ms(std::time::SystemTime::now())
+        ));
+        let _ = fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn a_live_checkpoint_is_locked_and_a_finished_one_removed() {
+        let dir = temp_dir("live").join("runs");
+        let mut c = Checkpoint::create(&dir, "abc").expect("create");
+        let mut r = record();
+        let input = c.save_input(b"hello input!", None).expect("input");
+        r.input = Some(input);
+        c.save(&r).expect("save");
+        // A shorter record after a longer one still reads back.
+        r.root = "/p".into();
+        c.save(&r).expect("save again");
+        let found = list(&dir);
+        assert_eq!(found.len(), 1);
+        assert!(found[0].live);
+        assert_eq!(found[0].record.as_ref(), Some(&r));
+        assert!(matches!(
+            Checkpoint::take_over(&dir, "abc").map(|_| ()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock
+        ));
+        drop(c);
+        let (c, back) = Checkpoint::take_over(&dir, "abc").expect("take over");
+        assert_eq!(back, r);
+        assert_eq!(c.load_input(input).expect("load"), b"hello input!");
+        // A second input goes to the other slot; the first stays readable.
+        let mut c = c;
+        let second = c.save_input(b"next", Some(input)).expect("second");
+        assert_ne!(second.slot, input.slot);
+        assert_eq!(c.load_input(input).expect("first"), b"hello input!");
+        c.remove();
+        assert!(list(&dir).is_empty());
+        assert_eq!(fs::read_dir(&dir).expect("dir").count(), 0);
+        let _ = fs::remove_dir_all(dir.parent().expect("parent"));
+    }
+
+    #[test]
+    fn old_checkpoints_are_pruned_and_live_ones_kept() {
+        let dir = temp_dir("prune");
+        let mut old = Checkpoint::create(&dir, "old").expect("create");
+        old.save(&record()).expect("save");
+        drop(old);
+        let live = Checkpoint::create(&dir, "live").expect("create");
+        let now = crate::clock::now_ms();
+        prune(&dir, now);
+        assert_eq!(list(&dir).len(), 2, "both are recent");
+        prune(&dir, now + MAX_AGE_MS + 60_000);
+        let left: Vec<String> = list(&dir).into_iter().map(|f| f.id).collect();
+        assert_eq!(left, ["live"]);
+        drop(live);
+        let _ = fs::remove_dir_all(&dir);
+    }
+}

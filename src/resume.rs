@@ -1,0 +1,128 @@
+//! Which saved run `loopx resume` (or `loopx run --resume`) carries on, and
+//! whether it may (DESIGN.md "Beyond the spec"). The checkpoints themselves
+//! are checkpoint.rs's; carrying on is the engine's.
+
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use crate::checkpoint::{self, Checkpoint, Found, Record};
+use crate::error::Error;
+
+/// A resumable checkpoint: its run is not live and its record is whole.
+fn resumable(f: &Found) -> Option<&Record> {
+    f.record.as_ref().filter(|_| !f.live)
+}
+
+/// The run to resume: the one whose id starts with `prefix`, else the most
+/// recent resumable run of the project at `root` (of `target`, when given).
+/// None when there is no such run and none was named.
+pub fn find(
+    dir: &Path,
+    root: &str,
+    target: Option<&str>,
+    prefix: Option<&str>,
+) -> Result<Option<String>, Error> {
+    let found = checkpoint::list(dir);
+    let ours = |f: &&Found| resumable(f).is_some_and(|r| r.root == root);
+    let available = || found.iter().filter(ours).map(|f| f.id.clone()).collect();
+    let Some(prefix) = prefix else {
+        let latest = found
+            .iter()
+            .filter(ours)
+            .find(|f| target.map_or(true, |t| resumable(f).is_some_and(|r| r.target == t)));
+        return Ok(latest.map(|f| f.id.clone()));
+    };
+    let matching: Vec<&Found> = found
+        .iter()
+        .filter(|f| f.id.starts_with(prefix) && resumable(f).is_some())
+        .collect();
+    match matching.as_slice() {
+        [one] => Ok(Some(one.id.clone())),
+        [] => Err(Error::NothingToResume {
+            what: format!("'{prefix}'"),
+            available: available(),
+        }),
+        many => Err(Error::NothingToResume {
+            what: format!("'{prefix}' alone: it starts {} run ids", many.len()),
+            available: many.iter().map(|f| f.id.clone()).collect(),
+        }),
+    }
+}
+
+/// Takes over the checkpoint of run `id`, refusing while any process of the
+/// run is alive: loopx itself (it holds the checkpoint's lock) or a script
+/// it started (after loopx was SIGKILLed, its script runs on).
+pub fn take(dir: &Path, id: &str) -> Result<(Checkpoint, Record), Error> {
+    let groups = live_groups(id);
+    if !groups.is_empty() {
+        return Err(Error::ResumeBusy {
+            run_id: id.to_string(),
+            pgids: groups,
+        });
+    }
+    Checkpoint::take_over(dir, id).map_err(|e| match e.kind() {
+        io::ErrorKind::WouldBlock => Error::ResumeBusy {
+            run_id: id.to_string(),
+            pgids: Vec::new(),
+        },
+        _ => Error::io(format!("cannot resume run {id}"), e),
+    })
+}
+
+/// The process groups of live processes whose environment has
+/// `LOOPX_RUN_ID=<id>`: the scripts of that run (§3.4 gives every script
+/// the run id) and whatever they started.
+fn live_groups(id: &str) -> Vec<i32> {
+    let needle = format!("LOOPX_RUN_ID={id}");
+    let me = std::process::id();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut groups: Vec<i32> = entries
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            if pid == me {
+                return None;
+            }
+            let env = fs::read(e.path().join("environ")).ok()?;
+            let found = env.split(|&b| b == 0).any(|v| v == needle.as_bytes());
+            if !found {
+                return None;
+            }
+            let stat = fs::read_to_string(e.path().join("stat")).ok()?;
+            // After the command name, in parentheses: state, ppid, pgrp.
+            let rest = &stat[stat.rfind(')')? + 2..];
+            let mut fields = rest.split_whitespace();
+            let state = fields.next()?;
+            (state != "Z").then_some(())?;
+            fields.nth(1)?.parse().ok()
+        })
+        .collect();
+    groups.sort_unstable();
+    groups.dedup();
+    groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_with_the_run_id_in_its_environment_is_found_by_its_group() {
+        use std::os::unix::process::CommandExt;
+        let id = format!("test{:012x}", std::process::id());
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .env("LOOPX_RUN_ID", &id)
+            .process_group(0)
+            .spawn()
+            .expect("spawn sleep");
+        let pgid = child.id() as i32;
+        assert_eq!(live_groups(&id), [pgid]);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(live_groups(&id), Vec::<i32>::new());
+    }
+}

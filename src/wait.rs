@@ -1,0 +1,231 @@
+//! Waits a script asks for, and the money it says it spent: the `retry_after`
+//! and `cost_usd` extension fields of a script's output (DESIGN.md "Beyond
+//! the spec"). Pure: values in, decisions and wording out; the engine waits.
+
+use std::time::Duration;
+
+use crate::clock;
+use crate::duration;
+
+/// A `retry_after` value as a script gave it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RetryAfter {
+    /// Seconds from the end of the script run.
+    Seconds(f64),
+    /// An RFC 3339 time, in milliseconds since the epoch.
+    At(i64),
+}
+
+/// A JSON number as `retry_after`: seconds, at least 0.
+pub fn retry_after_seconds(n: f64) -> Result<RetryAfter, String> {
+    if n.is_finite() && n >= 0.0 {
+        Ok(RetryAfter::Seconds(n))
+    } else {
+        Err("expected seconds (a number of at least 0) or an RFC 3339 time".to_string())
+    }
+}
+
+/// A JSON string as `retry_after`: an RFC 3339 time.
+pub fn retry_after_time(text: &str) -> Result<RetryAfter, String> {
+    clock::parse_rfc3339(text).map(RetryAfter::At)
+}
+
+/// A JSON number as `cost_usd`: dollars, at least 0.
+pub fn cost_usd(n: f64) -> Result<f64, String> {
+    if n.is_finite() && n >= 0.0 {
+        Ok(n)
+    } else {
+        Err("expected US dollars (a number of at least 0)".to_string())
+    }
+}
+
+impl RetryAfter {
+    /// When the script asked to run again, in milliseconds since the epoch.
+    pub fn deadline_ms(&self, now_ms: i64) -> i64 {
+        match self {
+            // Saturating: a value of 1e300 seconds waits "forever", which the
+            // bounds below then refuse.
+            RetryAfter::Seconds(s) => now_ms.saturating_add((s * 1000.0).min(9.0e15) as i64),
+            RetryAfter::At(t) => *t,
+        }
+    }
+}
+
+/// Why a wait is not granted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TooLong {
+    /// Longer than `--max-wait`.
+    MaxWait(Duration),
+    /// It would end after `--max-time`'s budget.
+    MaxTime(Duration),
+}
+
+/// Whether a wait until `deadline_ms` is granted: not longer than
+/// `max_wait`, and not ending past the budget's end (`budget_left`, time
+/// still left of `--max-time`).
+pub fn check(
+    deadline_ms: i64,
+    now_ms: i64,
+    max_wait: Duration,
+    max_time: Option<(Duration, Duration)>,
+) -> Result<Duration, TooLong> {
+    let wait = Duration::from_millis(u64::try_from(deadline_ms - now_ms).unwrap_or(0));
+    if wait > max_wait {
+        return Err(TooLong::MaxWait(max_wait));
+    }
+    match max_time {
+        Some((limit, left)) if wait >= left => Err(TooLong::MaxTime(limit)),
+        _ => Ok(wait),
+    }
+}
+
+/// A deadline for people: the time of day (UTC) when it is within a day,
+/// else the whole RFC 3339 time; seconds, no milliseconds.
+pub fn shown_time(deadline_ms: i64, now_ms: i64) -> String {
+    let full = clock::format_ms(u64::try_from(deadline_ms).unwrap_or(0));
+    // `YYYY-MM-DDTHH:MM:SS.mmmZ` → `YYYY-MM-DDTHH:MM:SSZ`
+    let full = format!("{}Z", &full[..19]);
+    if (0..24 * 3600 * 1000).contains(&(deadline_ms - now_ms)) {
+        full[11..].to_string()
+    } else {
+        full
+    }
+}
+
+/// `in 4h12m`: the time until `deadline_ms`, rounded up to the second.
+pub fn shown_in(deadline_ms: i64, now_ms: i64) -> String {
+    let ms = u64::try_from(deadline_ms - now_ms).unwrap_or(0);
+    duration::format(Duration::from_secs(ms.div_ceil(1000)))
+}
+
+/// The line a wait prints on stderr.
+pub fn announce(label: &str, deadline_ms: i64, now_ms: i64) -> String {
+    format!(
+        "{label} asked to wait until {} (in {}); Ctrl-C to stop",
+        shown_time(deadline_ms, now_ms),
+        shown_in(deadline_ms, now_ms)
+    )
+}
+
+/// What `loopx output --retry-after <value>` writes: seconds, a duration
+/// (`90s`, `1h30m`: as seconds) or an RFC 3339 time (as given). The JSON
+/// value text.
+pub fn output_retry_after(arg: &str) -> Result<String, String> {
+    if clock::parse_rfc3339(arg).is_ok() {
+        let mut s = String::new();
+        crate::json::write_json_string(&mut s, arg);
+        return Ok(s);
+    }
+    let d = duration::parse(arg).map_err(|_| {
+        "expected seconds, a duration (90s, 1h30m) or an RFC 3339 time (2026-11-25T14:00:00Z)"
+            .to_string()
+    })?;
+    let ms = d.as_millis();
+    Ok(if ms % 1000 == 0 {
+        (ms / 1000).to_string()
+    } else {
+        crate::json::number_to_js_string(ms as f64 / 1000.0)
+    })
+}
+
+/// US dollars as a command line gives them: a plain decimal number (`5`,
+/// `0.25`), at least 0 (`--max-cost`, `loopx output --cost-usd`).
+pub fn parse_dollars(arg: &str) -> Result<f64, String> {
+    let plain = !arg.is_empty()
+        && arg != "."
+        && arg.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        && arg.bytes().filter(|&b| b == b'.').count() <= 1;
+    match arg.parse::<f64>() {
+        Ok(n) if plain && n.is_finite() => Ok(n),
+        _ => Err("expected US dollars (a number of at least 0, like 0.25)".to_string()),
+    }
+}
+
+/// What `loopx output --cost-usd <n>` writes.
+pub fn output_cost_usd(arg: &str) -> Result<String, String> {
+    parse_dollars(arg).map(crate::json::number_to_js_string)
+}
+
+/// `$5.13`: dollars for messages, to the cent.
+pub fn dollars(usd: f64) -> String {
+    format!("${usd:.2}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_795_541_405_000; // 2026-11-24T17:30:05Z
+
+    #[test]
+    fn retry_after_is_seconds_or_a_time() {
+        assert_eq!(retry_after_seconds(0.0), Ok(RetryAfter::Seconds(0.0)));
+        assert_eq!(
+            retry_after_seconds(1.5).map(|r| r.deadline_ms(NOW)),
+            Ok(NOW + 1500)
+        );
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            assert!(retry_after_seconds(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            retry_after_time("2026-11-24T18:30:05+01:00").map(|r| r.deadline_ms(0)),
+            Ok(NOW)
+        );
+        assert!(retry_after_time("in an hour").is_err());
+        assert!(retry_after_seconds(1e300).is_ok_and(|r| r.deadline_ms(NOW) > NOW));
+    }
+
+    #[test]
+    fn waits_past_max_wait_or_the_budget_are_refused() {
+        let s = Duration::from_secs;
+        assert_eq!(check(NOW + 60_000, NOW, s(3600), None), Ok(s(60)));
+        // A time already past: no wait at all.
+        assert_eq!(check(NOW - 5_000, NOW, s(3600), None), Ok(s(0)));
+        assert_eq!(
+            check(NOW + 7_200_000, NOW, s(3600), None),
+            Err(TooLong::MaxWait(s(3600)))
+        );
+        assert_eq!(
+            check(NOW + 60_000, NOW, s(3600), Some((s(600), s(30)))),
+            Err(TooLong::MaxTime(s(600)))
+        );
+        assert_eq!(
+            check(NOW + 60_000, NOW, s(3600), Some((s(600), s(90)))),
+            Ok(s(60))
+        );
+    }
+
+    #[test]
+    fn a_wait_is_announced_with_its_time_and_how_long() {
+        assert_eq!(
+            announce("ralph:index", NOW + (4 * 60 + 12) * 60_000, NOW),
+            "ralph:index asked to wait until 21:42:05Z (in 4h12m); Ctrl-C to stop"
+        );
+        assert_eq!(
+            announce("w:a", NOW + 2 * 86_400_000, NOW),
+            "w:a asked to wait until 2026-11-26T17:30:05Z (in 48h); Ctrl-C to stop"
+        );
+        assert_eq!(shown_in(NOW + 1, NOW), "1s");
+    }
+
+    #[test]
+    fn loopx_output_values() {
+        assert_eq!(output_retry_after("90").as_deref(), Ok("90"));
+        assert_eq!(output_retry_after("90s").as_deref(), Ok("90"));
+        assert_eq!(output_retry_after("1h30m").as_deref(), Ok("5400"));
+        assert_eq!(output_retry_after("1500ms").as_deref(), Ok("1.5"));
+        assert_eq!(
+            output_retry_after("2026-11-25T14:00:00Z").as_deref(),
+            Ok("\"2026-11-25T14:00:00Z\"")
+        );
+        for bad in ["", "-5", "soon", "2026-11-25"] {
+            assert!(output_retry_after(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(output_cost_usd("0.25").as_deref(), Ok("0.25"));
+        assert_eq!(output_cost_usd("3").as_deref(), Ok("3"));
+        for bad in ["", "-1", "1e3", "$1", "1.2.3", ".", "NaN", "inf"] {
+            assert!(output_cost_usd(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(dollars(5.129), "$5.13");
+    }
+}
