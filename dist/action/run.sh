@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Step 2 of the loopx action (action.yml): runs `loopx run --resume` in the
 # workspace with the state directory (XDG_STATE_HOME) there too, the run log
-# in $RUNNER_TEMP, then reads how the run ended from the log's run_end line,
-# writes the step's outputs and the job summary, and maps loopx's exit code
+# in $RUNNER_TEMP, then reads how the run ended from the log's run_end line
+# (after exit 75, the resume time from the run's checkpoint), writes the
+# step's outputs and the job summary, and maps loopx's exit code
 # to the step's: 0 succeeds; 75 (a wait outlasted the budget) succeeds with
 # a warning naming the resume time, unless fail-on-wait is true; anything
 # else fails with loopx's code.
@@ -46,6 +47,43 @@ field() {
   v=${v%\"}
   [ "$v" = null ] && v=""
   printf '%s' "$v"
+}
+
+# MS (milliseconds since the epoch) as the run log writes times, RFC 3339
+# in UTC with milliseconds: 2026-11-25T14:00:00.000Z. GNU date, else BSD's
+# (macOS runners).
+rfc3339_ms() {
+  local s=$(($1 / 1000)) d
+  d=$(date -u -d "@$s" +%Y-%m-%dT%H:%M:%S 2>/dev/null || date -u -r "$s" +%Y-%m-%dT%H:%M:%S) || return
+  printf '%s.%03dZ' "$d" $(($1 % 1000))
+}
+
+# END (the run_end line of a run that ended with reason wait, exit 75):
+# when the run asks to be resumed. The run log does not record the wait
+# that ends a run (its `wait` event is for a wait that happens, and an
+# earlier wait of the run may have logged one), nor does run_end carry a
+# time; the run's checkpoint does: `wait_until_ms`, the time the resumed
+# run waits until, in $XDG_STATE_HOME/loopx/runs/<run_id>.ckpt. A
+# `resume_at` on run_end wins, should a loopx write one.
+resume_time() {
+  local at id ckpt ms
+  at=$(field resume_at "$1")
+  if [ -n "$at" ]; then
+    printf '%s' "$at"
+    return
+  fi
+  id=$(field run_id "$1")
+  case $id in
+    "" | *[!0-9a-f]*) return ;;
+  esac
+  ckpt=$state/loopx/runs/$id.ckpt
+  # A header line (format 1, the body's length and checksum), then the body.
+  [ "$(head -c 19 "$ckpt" 2>/dev/null)" = "loopx-checkpoint 1 " ] || return
+  ms=$(field wait_until_ms "$(sed -n 2p "$ckpt")")
+  case $ms in
+    "" | *[!0-9]*) return ;;
+  esac
+  rfc3339_ms "$ms"
 }
 
 # Milliseconds as loopx shows durations: 850ms, 12s, 1m5s, 2h3m.
@@ -141,11 +179,8 @@ iterations=$(field iterations "$end")
 duration_ms=$(field duration_ms "$end")
 cost=$(field cost_usd "$end")
 resume_at=""
-if [ "$code" = 75 ]; then
-  resume_at=$(field resume_at "$end")
-  if [ -z "$resume_at" ]; then
-    resume_at=$(field until "$(printf '%s\n' "$lines" | grep '"event":"wait"' | tail -n 1)")
-  fi
+if [ "$code" = 75 ] || [ "$reason" = wait ]; then
+  resume_at=$(resume_time "$end")
 fi
 
 {

@@ -524,7 +524,11 @@ fn each_pods_command_line_resumes_an_interrupted_run_and_logs_json_lines_to_stdo
             .script(
                 &workflow,
                 "second.sh",
-                "if [ ! -e ran ]; then touch ran; exec sleep 60; fi\nprintf '{\"stop\": true}'\n",
+                // Scripts run in their workflow's directory: the marker goes
+                // to the project root, where the test looks for it.
+                "r=\"$LOOPX_PROJECT_ROOT/ran\"\n\
+                 if [ ! -e \"$r\" ]; then touch \"$r\"; exec sleep 60; fi\n\
+                 printf '{\"stop\": true}'\n",
             );
         let state = p.root().parent().unwrap().join("state/0");
         fs::create_dir_all(&state).unwrap();
@@ -538,7 +542,7 @@ fn each_pods_command_line_resumes_an_interrupted_run_and_logs_json_lines_to_stdo
             run
         };
         // A drain: SIGTERM while `second` runs (exit 143, Ignore: a new pod).
-        let mut running = pod().status(143).stderr_any().start();
+        let mut running = pod().status(143).start();
         let pgid = running.pid();
         if started(&mut running, &p.path("ran")) {
             running.signal(libc::SIGTERM);
@@ -548,10 +552,13 @@ fn each_pods_command_line_resumes_an_interrupted_run_and_logs_json_lines_to_stdo
         let events = stdout_events(&first);
         assert_eq!(events.last().unwrap()["event"], "run_end", "{first}");
         assert_eq!(events.last().unwrap()["exit_code"], 143, "{first}");
+        let first_id = events[0]["run_id"].clone();
 
         // The next pod resumes at `second`, and the loop finishes.
         let second = pod().run();
         let events = stdout_events(&second);
+        assert_eq!(events[0]["event"], "run_resume", "{file}: {second}");
+        assert_eq!(events[0]["run_id"], first_id, "{file}: {second}");
         let started: Vec<&str> = events
             .iter()
             .filter(|e| e["event"] == "script_start")
@@ -981,11 +988,13 @@ fn the_action_succeeds_on_75_with_a_warning_naming_the_resume_time_unless_fail_o
     ];
     let warned = job.step("run", &base, |r| {
         r.stdout_contains("::warning title=loopx::waits is waiting (exit 75: a wait outlasted the budget); resume at 2099-01-01T00:00:00")
-            .stderr_any() // loopx's line about the wait
+            .stderr_contains("loopx: error: waits:index asked to run again at 2099-01-01T00:00:00Z (in ")
+            .stderr_contains("longer than --max-wait 1m; the run stops here and can be resumed: loopx resume ")
     });
     assert_eq!(warned.outputs["exit-code"], "75");
-    assert!(
-        warned.outputs["resume-at"].starts_with("2099-01-01T00:00:00"),
+    // RFC 3339 in UTC with milliseconds, as the run log writes times.
+    assert_eq!(
+        warned.outputs["resume-at"], "2099-01-01T00:00:00.000Z",
         "{:?}",
         warned.outputs
     );
@@ -1008,7 +1017,7 @@ fn the_action_succeeds_on_75_with_a_warning_naming_the_resume_time_unless_fail_o
     let failed = job.step("run", &strict, |r| {
         r.status(75)
             .stdout_contains("::error title=loopx::waits is waiting (exit 75")
-            .stderr_any()
+            .stderr_contains("asked to run again at 2099-01-01T00:00:00Z (in ")
     });
     assert_eq!(failed.outputs["exit-code"], "75");
 }
@@ -1023,7 +1032,11 @@ fn the_action_resumes_a_run_its_cancelled_job_left() {
         .script(
             "two",
             "second.sh",
-            "if [ ! -e ran ]; then touch ran; exec sleep 60; fi\nprintf '{\"stop\": true}'\n",
+            // Scripts run in their workflow's directory: the marker goes
+            // to the project root, where the test looks for it.
+            "r=\"$LOOPX_PROJECT_ROOT/ran\"\n\
+             if [ ! -e \"$r\" ]; then touch \"$r\"; exec sleep 60; fi\n\
+             printf '{\"stop\": true}'\n",
         );
     assert!(
         !job.step("run", &[("target", "ok")], |r| r)
@@ -1048,8 +1061,7 @@ fn the_action_resumes_a_run_its_cancelled_job_left() {
         .env("RUNNER_TEMP", &job.temp)
         .env("GITHUB_JOB", "loop")
         .status(130)
-        .stdout_contains("::error title=loopx::loopx run two failed with exit 130")
-        .stderr_any();
+        .stdout_contains("::error title=loopx::loopx run two failed with exit 130");
     for (k, v) in run_step["env"].as_object().unwrap() {
         let v = job.expand(v.as_str().unwrap(), &[("target", "two")]);
         run = run.env(k, v);
@@ -1068,15 +1080,26 @@ fn the_action_resumes_a_run_its_cancelled_job_left() {
         r.stdout_contains("--resume")
     });
     assert_eq!(step.outputs["reason"], "stop");
+    // The log is appended to: the cancelled run's lines, then the resumed
+    // run's, which begin with run_resume (a new run begins with run_start).
     let log = fs::read_to_string(job.output("log-path")).unwrap();
-    let last_start: Vec<&str> = log
-        .lines()
-        .rev()
-        .take_while(|l| !l.contains("\"event\":\"run_start\""))
+    let begins =
+        |l: &&str| l.contains("\"event\":\"run_start\"") || l.contains("\"event\":\"run_resume\"");
+    let mut last_run: Vec<&str> = log.lines().rev().take_while(|l| !begins(l)).collect();
+    last_run.reverse();
+    let began = log.lines().rev().find(begins).unwrap_or_default();
+    assert!(began.contains("\"event\":\"run_resume\""), "{log}");
+    let started: Vec<&str> = last_run
+        .iter()
+        .copied()
         .filter(|l| l.contains("\"event\":\"script_start\""))
         .collect();
-    assert_eq!(last_start.len(), 1, "{log}");
-    assert!(last_start[0].contains("\"target\":\"two:second\""), "{log}");
+    assert_eq!(started.len(), 1, "{log}");
+    assert!(started[0].contains("\"target\":\"two:second\""), "{log}");
+    assert!(
+        last_run.last().unwrap().contains("\"reason\":\"stop\""),
+        "{log}"
+    );
 }
 
 /// Needs `--max-cost` and `cost_usd` in the run log (the waits issue).
@@ -1088,6 +1111,7 @@ fn the_action_passes_max_cost_and_reports_what_the_run_spent() {
         .script("spends", "index.sh", "printf '{\"cost_usd\": 0.25}'\n");
     let step = job.step("run", &[("target", "spends"), ("max-cost", "0.6")], |r| {
         r.stdout_contains(" --max-cost 0.6 spends\n")
+            .stderr("loopx: stopped: --max-cost 0.6 reached after 3 iterations ($0.75)\n")
     });
     assert_eq!(step.outputs["exit-code"], "0");
     assert_eq!(step.outputs["reason"], "max_cost");
