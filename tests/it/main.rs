@@ -12,6 +12,7 @@ mod delegation;
 mod discovery;
 mod env;
 mod escapees;
+mod fleet;
 mod front_door;
 mod hosts;
 mod install;

@@ -5,9 +5,9 @@
 //! with fake agent and forge CLIs on PATH. The path a run took is read from
 //! its run log (`--log`): the `target` of each `script_start`.
 //!
-//! Also here: shellcheck over every script of dist/workflows, the examples
-//! of docs/many-loops.md (dist/examples/*.yml), parsed as YAML
-//! with PyYAML and run, and the README's list of workflows.
+//! Also here: shellcheck over every script of dist/workflows and the
+//! README's list of workflows (the examples of dist/examples are
+//! tests/it/fleet.rs's).
 #![cfg(target_os = "linux")]
 
 use crate::util;
@@ -246,15 +246,6 @@ impl Lab {
     /// `loopx <args>` in the project.
     fn loopx(&self, args: &[&str]) -> Run {
         self.with_fakes(self.p.loopx(args))
-    }
-
-    /// `script` run by bash in the project, as GitHub Actions runs a step.
-    fn bash(&self, script: &str) -> Run {
-        let bash = which("bash").expect("bash");
-        self.with_fakes(self.p.loopx_at(
-            &bash,
-            &["--noprofile", "--norc", "-eo", "pipefail", "-c", script],
-        ))
     }
 
     /// The agent's answer to its `n`-th call (`0`: every call without one).
@@ -1461,7 +1452,7 @@ fn forge_cmd_names_another_forge_cli() {
     assert_eq!(lab.labels(3), ["agent:done"]);
 }
 
-// ======================================================= README and examples
+// ================================================================ README
 
 fn readme() -> String {
     fs::read_to_string(Path::new(ROOT).join("README.md")).expect("README.md")
@@ -1480,270 +1471,6 @@ fn readme_lists_each_workflow_with_its_install_command_and_links_the_guide() {
     assert!(Path::new(ROOT)
         .join("dist/workflows/AUTHORING.md")
         .is_file());
-}
-
-/// `file` (under dist/examples), as YAML parsed by PyYAML, as JSON.
-fn yaml(file: &str) -> Value {
-    let path = Path::new(ROOT).join("dist/examples").join(file);
-    let o = Command::new("python3")
-        .args([
-            "-c",
-            "import json, sys, yaml\nprint(json.dumps(yaml.safe_load(open(sys.argv[1]))))",
-        ])
-        .arg(&path)
-        .output()
-        .expect("run python3");
-    assert!(
-        o.status.success(),
-        "PyYAML ({file}; scripts/test.sh installs PyYAML): {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).expect("JSON from python")
-}
-
-#[test]
-fn readme_shows_the_examples_exactly_as_the_files_have_them() {
-    let readme =
-        fs::read_to_string(Path::new(ROOT).join("docs/many-loops.md")).expect("docs/many-loops.md");
-    for file in ["kubernetes-cronjob.yml", "github-actions.yml"] {
-        let text = fs::read_to_string(Path::new(ROOT).join("dist/examples").join(file)).unwrap();
-        assert!(
-            readme.contains(&format!("```yaml\n{text}```\n")),
-            "docs/many-loops.md does not show dist/examples/{file} verbatim in a yaml block"
-        );
-    }
-}
-
-/// Parses a duration as loopx does, for the examples' limits.
-fn seconds(d: &str) -> u64 {
-    let (n, unit) = d.split_at(d.find(|c: char| !c.is_ascii_digit()).unwrap_or(d.len()));
-    let n: u64 = n.parse().unwrap_or_else(|_| panic!("duration {d}"));
-    n * match unit {
-        "" | "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        _ => panic!("duration {d}"),
-    }
-}
-
-/// The value after `flag` in `argv`.
-fn flag<'a>(argv: &'a [String], name: &str) -> &'a str {
-    let i = argv
-        .iter()
-        .position(|a| a == name)
-        .unwrap_or_else(|| panic!("{name} is not in {argv:?}"));
-    &argv[i + 1]
-}
-
-#[test]
-fn kubernetes_cronjob_runs_its_loopx_command_line_and_its_exit_code_decides_the_job() {
-    let doc = yaml("kubernetes-cronjob.yml");
-    assert_eq!(doc["kind"], "CronJob");
-    assert_eq!(doc["spec"]["concurrencyPolicy"], "Forbid");
-    let job = &doc["spec"]["jobTemplate"]["spec"];
-    // loopx retries; the Job does not run the loop again.
-    assert_eq!(job["backoffLimit"], 0);
-    let pod = &job["template"]["spec"];
-    assert_eq!(pod["restartPolicy"], "Never");
-    let containers = pod["containers"].as_array().expect("containers");
-    assert_eq!(containers.len(), 1, "one loop per Job");
-    let c = &containers[0];
-    assert!(
-        c.get("args").is_none(),
-        "the whole command line is in command"
-    );
-    let argv: Vec<String> = c["command"]
-        .as_array()
-        .expect("command")
-        .iter()
-        .map(|a| a.as_str().expect("a string argument").to_string())
-        .collect();
-    assert_eq!(argv[..2], ["loopx", "run"]);
-    let max_time = seconds(flag(&argv, "--max-time"));
-    let timeout = seconds(flag(&argv, "--timeout"));
-    let deadline = job["activeDeadlineSeconds"]
-        .as_u64()
-        .expect("activeDeadlineSeconds");
-    assert!(
-        deadline > max_time + timeout,
-        "the deadline leaves room for the last script"
-    );
-    let workflow = argv.last().unwrap().clone();
-    assert!(WORKFLOWS.contains(&workflow.as_str()));
-
-    // The container, here: each volume mount is a local directory, the
-    // project volume holding a project with the workflow installed.
-    let lab = ralph();
-    let logs = lab.p.root().parent().unwrap().join("logs");
-    fs::create_dir_all(&logs).unwrap();
-    let mut mounts: Vec<(String, PathBuf)> = Vec::new();
-    for m in c["volumeMounts"].as_array().expect("volumeMounts") {
-        let at = m["mountPath"].as_str().unwrap().to_string();
-        let local = if m["name"] == "project" {
-            lab.p.root().to_path_buf()
-        } else {
-            logs.clone()
-        };
-        mounts.push((at, local));
-    }
-    let map = |p: &str| -> String {
-        for (at, local) in &mounts {
-            if let Some(rest) = p.strip_prefix(at.as_str()) {
-                return format!("{}{rest}", local.display());
-            }
-        }
-        p.to_string()
-    };
-    let log_path = flag(&argv, "--log").to_string();
-    assert_ne!(map(&log_path), log_path, "--log writes to a mounted volume");
-    let argv: Vec<String> = argv.iter().map(|a| map(a)).collect();
-    let workdir = map(c["workingDir"].as_str().expect("workingDir"));
-    assert_eq!(workdir, lab.p.root().to_str().unwrap());
-
-    let run = |lab: &Lab| {
-        let mut run = lab.loopx(&argv[1..].iter().map(String::as_str).collect::<Vec<_>>());
-        for e in c["env"].as_array().expect("env") {
-            if let Some(v) = e["value"].as_str() {
-                run = run.env(e["name"].as_str().unwrap(), v);
-            }
-        }
-        run.current_dir(&workdir)
-    };
-    lab.reply(1, "echo step").reply(2, "echo LOOP_DONE");
-    run(&lab)
-        .stderr_contains("ralph: the agent marked the task done after 2 iteration(s)")
-        .run();
-    let log = PathBuf::from(map(&log_path));
-    let start = &events(&log)[0];
-    assert_eq!(start["options"]["timeout_ms"], timeout * 1000);
-    assert_eq!(start["options"]["max_time_ms"], max_time * 1000);
-    assert_eq!(path_taken(&log), ["ralph:index"; 2]);
-    assert_eq!(run_end(&log)["exit_code"], 0, "the Job succeeds");
-    // The agent command the container sets reached the agent.
-    assert_eq!(
-        lab.agent_file("args", 1),
-        "claude\n-p\n--dangerously-skip-permissions\n"
-    );
-
-    // A run that fails exits non-zero, and the Job fails: here, the
-    // workflow is not on the volume.
-    fs::rename(lab.p.path(".loopx/ralph"), lab.p.path("ralph.away")).unwrap();
-    run(&lab)
-        .status(1)
-        .stderr("loopx: error: workflow 'ralph' not found in .loopx/ (workflows: none)\n")
-        .run();
-    assert_eq!(run_end(&log)["exit_code"], 1);
-    assert_eq!(
-        path_taken(&log).iter().filter(|s| *s == "|").count(),
-        1,
-        "one log, two runs"
-    );
-}
-
-/// `${{ expr }}` in a GitHub Actions string, replaced by `values[expr]`.
-fn expand(text: &str, values: &[(&str, String)]) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(i) = rest.find("${{") {
-        out.push_str(&rest[..i]);
-        let end = rest[i..].find("}}").expect("closing }}") + i;
-        let expr = rest[i + 3..end].trim();
-        let value = values
-            .iter()
-            .find(|(k, _)| *k == expr)
-            .unwrap_or_else(|| panic!("no value for ${{{{ {expr} }}}}"));
-        out.push_str(&value.1);
-        rest = &rest[end + 2..];
-    }
-    out.push_str(rest);
-    out
-}
-
-#[test]
-fn github_actions_matrix_runs_each_loopx_command_line_on_a_schedule() {
-    let doc = yaml("github-actions.yml");
-    // PyYAML reads the key `on` as true.
-    let on = doc.get("on").or_else(|| doc.get("true")).expect("on");
-    assert!(on["schedule"][0]["cron"].is_string(), "{on}");
-    let job = &doc["jobs"]["loop"];
-    assert_eq!(job["strategy"]["fail-fast"], false);
-    let entries = job["strategy"]["matrix"]["include"]
-        .as_array()
-        .expect("matrix.include");
-    let names: Vec<&str> = entries
-        .iter()
-        .map(|e| e["workflow"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["ralph", "build-audit-fix", "issue-runner"]);
-    let steps = job["steps"].as_array().expect("steps");
-    let loops: Vec<&str> = steps
-        .iter()
-        .filter_map(|s| s["run"].as_str())
-        .filter(|r| r.starts_with("loopx "))
-        .collect();
-    assert_eq!(loops.len(), 1, "one step runs the loop: {loops:?}");
-    let script = loops[0];
-    assert!(
-        !script.trim_end().contains('\n'),
-        "the step is the loopx command line alone"
-    );
-    let minutes = job["timeout-minutes"].as_u64().expect("timeout-minutes");
-
-    for entry in entries {
-        let w = entry["workflow"].as_str().unwrap();
-        let lab = Lab::new(&[]);
-        let temp = lab.p.root().parent().unwrap().join("runner-temp");
-        fs::create_dir_all(&temp).unwrap();
-        // The repository: a git checkout with the workflows, PROMPT.md,
-        // TASK.md, and (for issue-runner) no issue to take.
-        lab.p.file("PROMPT.md", PROMPT).file("TASK.md", TASK);
-        git(lab.p.root(), &["init", "-q"]);
-        git(lab.p.root(), &["add", "-A"]);
-        git(lab.p.root(), &["commit", "-qm", "loops"]);
-        lab.reply(0, &format!("echo LOOP_DONE; {APPROVE}"));
-
-        let values = [
-            ("matrix.workflow", w.to_string()),
-            (
-                "matrix.max-time",
-                entry["max-time"].as_str().unwrap().to_string(),
-            ),
-            ("secrets.ANTHROPIC_API_KEY", "sk-test".to_string()),
-            ("github.token", "ghs-test".to_string()),
-            ("github.repository", "o/r".to_string()),
-            ("github.repository_owner", "o".to_string()),
-        ];
-        let cmd = expand(script, &values);
-        let words: Vec<String> = cmd.split_whitespace().map(str::to_string).collect();
-        let max_time = seconds(flag(&words, "--max-time"));
-        let timeout = seconds(flag(&words, "--timeout"));
-        assert!(
-            minutes * 60 > max_time + timeout,
-            "{w}: timeout-minutes leaves room"
-        );
-
-        // As Actions runs a step: bash -e, the job's env, RUNNER_TEMP.
-        let mut run = lab.bash(&cmd);
-        for (k, v) in job["env"].as_object().expect("env") {
-            run = run.env(k, expand(v.as_str().expect("string env"), &values));
-        }
-        // (npm runs LINT_CMD and TEST_CMD: no update check from a test.)
-        // The workflow tells how it ended on stderr.
-        let ended = match w {
-            "ralph" => "ralph: the agent marked the task done after 1 iteration(s)",
-            "build-audit-fix" => "build-audit-fix: approved in round 1",
-            "issue-runner" => "issue-runner: no open issue labeled agent:todo to take",
-            _ => panic!("no expected ending for {w}"),
-        };
-        run.env("RUNNER_TEMP", &temp)
-            .env("npm_config_update_notifier", "false")
-            .stderr_contains(ended)
-            .run();
-        let log = temp.join("loopx.jsonl");
-        assert_eq!(run_end(&log)["exit_code"], 0, "{w}");
-        let path = path_taken(&log);
-        assert_eq!(path[0], format!("{w}:index"), "{w}");
-    }
 }
 
 // ======================================================= the authoring guide
