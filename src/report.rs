@@ -387,16 +387,6 @@ impl Reporter {
                 ),
                 None => line,
             };
-            // Exit 75: when the script asked to run again (schedulers read
-            // it: dist/action/run.sh, log collectors under `--log -`).
-            let resume_at = result.as_ref().err().and_then(Error::resume_at_ms);
-            let line = match resume_at {
-                Some(ms) => line.str(
-                    "resume_at",
-                    &clock::format_ms(u64::try_from(ms).unwrap_or(0)),
-                ),
-                None => line,
-            };
             log.write(line);
             log.sync();
         }

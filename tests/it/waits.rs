@@ -212,6 +212,10 @@ fn a_run_ended_by_a_wait_logs_when_it_asked_to_run_again() {
     assert_eq!(end["reason"], "wait");
     assert_eq!(end["exit_code"], 75);
     assert_eq!(end["resume_at"], "2099-01-01T00:00:00.000Z");
+    // Each key once: serde_json would keep the last of duplicates silently.
+    let last = fs::read_to_string(p.path("run.jsonl")).expect("log");
+    let last = last.lines().last().expect("a line");
+    assert_eq!(last.matches("\"resume_at\"").count(), 1, "{last}");
 }
 
 #[test]
