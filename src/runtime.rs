@@ -71,7 +71,11 @@ impl Settings {
         if self.package_dir.is_some() {
             return;
         }
-        if let Some(pkg) = crate::self_exe::locate().ok().as_deref().and_then(own_package) {
+        if let Some(pkg) = crate::self_exe::locate()
+            .ok()
+            .as_deref()
+            .and_then(own_package)
+        {
             self.tsx = tsx_near(&pkg).or(self.tsx.take());
             self.package_dir = Some(pkg);
         }
@@ -685,7 +689,10 @@ mod tests {
         assert_eq!(tsx_near(&pkg), None);
         // Hoisted beside the package (npm -g): <prefix>/lib/node_modules/tsx;
         // <prefix>/lib/node_modules/node_modules is never looked at.
-        write(&d.join("lib/node_modules/node_modules/tsx/package.json"), "{}");
+        write(
+            &d.join("lib/node_modules/node_modules/tsx/package.json"),
+            "{}",
+        );
         assert_eq!(tsx_near(&pkg), None);
         write(&d.join("lib/node_modules/tsx/package.json"), "{}");
         assert_eq!(tsx_near(&pkg), Some(d.join("lib/node_modules/tsx")));

@@ -1077,7 +1077,24 @@ fn an_unusable_loopx_tsx_falls_back_to_the_workflow_tsx_before_the_project_one()
 
 /// `loopx run <args>` as the npm package starts it, on Node 22.
 fn run_packaged_node22(p: &Project, args: &[&str]) -> Run {
-    let path = bin_dir(p, "node22", &[("node", &node22())]);
+    run_packaged_on(p, &node22(), args)
+}
+
+/// Node 22 and, where there is one (LOOPX_TEST_NODE24, else where
+/// scripts/test.sh installs it), Node 24.
+fn current_nodes() -> Vec<PathBuf> {
+    let node24 = std::env::var_os("LOOPX_TEST_NODE24")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| ci_cache().join("node24/node_modules/.bin/node"));
+    let mut nodes = vec![node22()];
+    if node24.is_file() {
+        nodes.push(node24);
+    }
+    nodes
+}
+
+fn run_packaged_on(p: &Project, node: &Path, args: &[&str]) -> Run {
+    let path = bin_dir(p, "current-node", &[("node", node)]);
     p.loopx(args)
         .env("LOOPX_PACKAGE_DIR", npm_dir())
         .env("LOOPX_TSX", tsx_dir())
@@ -1128,13 +1145,23 @@ fn cached_ts_project() -> Project {
         ".loopx/wf/lib/util.ts",
         "export const twice = (s: string): string => s + s;\n",
     );
-    p.file(".loopx/wf/lib/three.ts", "export const three: number = 3;\n");
+    p.file(
+        ".loopx/wf/lib/three.ts",
+        "export const three: number = 3;\n",
+    );
     sink(&p, "wf", "got");
     p
 }
 
 #[test]
 fn ts_is_transpiled_once_and_reused_while_unchanged_then_redone() {
+    for node in current_nodes() {
+        transpiled_once_and_reused(&node);
+    }
+}
+
+fn transpiled_once_and_reused(node: &Path) {
+    let run_packaged_node22 = |p: &Project, args: &[&str]| run_packaged_on(p, node, args);
     let p = cached_ts_project();
     run_packaged_node22(&p, &["run", "wf"]).stdout("").run();
     assert_eq!(p.read("got"), "abab 3 [] true");
@@ -1151,7 +1178,13 @@ fn ts_is_transpiled_once_and_reused_while_unchanged_then_redone() {
 
     // A changed script gets an entry of its own; the old ones stay (until
     // pruned by age).
-    p.script("wf", "index.ts", &CACHED_TS.replace("abab", "x").replace("twice(\"ab\")", "twice(\"cd\")"));
+    p.script(
+        "wf",
+        "index.ts",
+        &CACHED_TS
+            .replace("abab", "x")
+            .replace("twice(\"ab\")", "twice(\"cd\")"),
+    );
     run_packaged_node22(&p, &["run", "wf"]).stdout("").run();
     assert_eq!(p.read("got"), "cdcd 3 [] true");
     assert_eq!(cache_entries(&p).len(), 4);
@@ -1237,6 +1270,13 @@ fn two_loops_share_the_cache_concurrently() {
 
 #[test]
 fn ts_beyond_stripping_enums_namespaces_type_imports_tsx_and_jsx_still_run() {
+    for node in current_nodes() {
+        beyond_stripping(&node);
+    }
+}
+
+fn beyond_stripping(node: &Path) {
+    let run_packaged_node22 = |p: &Project, args: &[&str]| run_packaged_on(p, node, args);
     let p = Project::new();
     // An enum, a namespace, a parameter property and a type imported
     // without `type`: more than stripping can do, so tsx's esbuild does it.

@@ -153,7 +153,11 @@ fn npm_install_g_puts_the_binary_itself_behind_loopx_and_it_finds_its_package() 
     let prefix = tmp.path().join("prefix");
     let installed = npm_install_g(&prefix, &[]);
     let bin = prefix.join("bin/loopx");
-    assert!(starts_with(&bin, b"\x7fELF"), "{} is not the binary", bin.display());
+    assert!(
+        starts_with(&bin, b"\x7fELF"),
+        "{} is not the binary",
+        bin.display()
+    );
     assert_eq!(
         fs::read(installed.join("bin/loopx.js")).expect("bin/loopx.js"),
         fs::read(installed.join("native/loopx")).expect("native/loopx")
@@ -182,7 +186,11 @@ fn npm_install_in_a_project_finds_the_hoisted_tsx() {
     let tsx = project.join("node_modules/tsx");
     assert!(tsx.join("package.json").is_file(), "tsx is hoisted");
     let bin = project.join("node_modules/.bin/loopx");
-    assert!(starts_with(&bin, b"\x7fELF"), "{} is not the binary", bin.display());
+    assert!(
+        starts_with(&bin, b"\x7fELF"),
+        "{} is not the binary",
+        bin.display()
+    );
     runs_js_and_ts(&bin, &installed, &tsx);
 }
 
@@ -192,7 +200,11 @@ fn npm_install_g_ignore_scripts_keeps_the_shim_under_node_and_bun() {
     let prefix = tmp.path().join("prefix");
     let installed = npm_install_g(&prefix, &["--ignore-scripts"]);
     let bin = prefix.join("bin/loopx");
-    assert!(starts_with(&bin, b"#!/usr/bin/env node"), "{} is not the shim", bin.display());
+    assert!(
+        starts_with(&bin, b"#!/usr/bin/env node"),
+        "{} is not the shim",
+        bin.display()
+    );
     runs_js_and_ts(&bin, &installed, &installed.join("node_modules/tsx"));
 
     // The same package run by Bun: the shim tells the binary to use Bun.
