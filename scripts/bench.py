@@ -166,11 +166,11 @@ def main():
     # budget is a median of per-pair ratios, and 5 pairs left it swinging
     # by +-0.05. 21 pairs for the JS/TS scenarios, per Node.
     JS_ROUNDS = 21
-    nodes = []
+    nodes = {}  # one node per version: PATH's may also be one of --node's
     for candidate in ([node] if node else []) + args.node:
-        real = os.path.realpath(candidate)
-        if os.access(real, os.X_OK) and real not in [os.path.realpath(n) for n in nodes]:
-            nodes.append(candidate)
+        if os.access(candidate, os.X_OK):
+            nodes.setdefault(platform_node(candidate), candidate)
+    nodes = [nodes[v] for v in sorted(nodes, key=lambda v: [int(x) for x in v.split(".")])]
 
     def b1():
         # B1: loopx version vs exec of /bin/true.
