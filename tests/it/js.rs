@@ -1284,18 +1284,21 @@ fn beyond_stripping(node: &Path) {
         "wf",
         "index.ts",
         "import { output, Output } from \"loopx\";\n\
+         import data from \"./data.json\";\n\
          enum Color { Red = \"red\", Blue = \"blue\" }\n\
          namespace Shapes { export const sides = 4; }\n\
          class Box { constructor(public size: number) {} }\n\
-         const o: Output = { result: `${Color.Blue} ${Shapes.sides} ${new Box(2).size}`, goto: \"sink\" };\n\
+         const o: Output = { result: `${Color.Blue} ${Shapes.sides} ${new Box(2).size} ${data.n}`, goto: \"sink\" };\n\
          output(o);\n",
     );
+    // tsx's rules: JSON imported without `with { type: "json" }`.
+    p.file(".loopx/wf/data.json", "{ \"n\": 7 }\n");
     p.script("wf", "jsx.jsx", JSX_CLASSIC);
     p.script("wf", "tsx.tsx", TSX_CLASSIC);
     sink(&p, "wf", "got");
     for _ in 0..2 {
         run_packaged_node22(&p, &["run", "wf"]).stdout("").run();
-        assert_eq!(p.read("got"), "blue 4 2");
+        assert_eq!(p.read("got"), "blue 4 2 7");
         run_packaged_node22(&p, &["run", "wf:jsx"]).stdout("").run();
         assert_eq!(p.read("got"), r#"["i",null,[2]]"#);
         run_packaged_node22(&p, &["run", "wf:tsx"]).stdout("").run();
