@@ -5,9 +5,9 @@
 # installing needs no root for (docs/development.md, "Set up"):
 #
 #   - the npm package's dependencies (tsx, typescript) in dist/npm/node_modules
-#   - into ${XDG_CACHE_HOME:-~/.cache}/loopx-ci: Bun and Node 22 (npm
-#     registry), the agent CLIs of scripts/agent-clis.txt (npm registry),
-#     ShellCheck and PyYAML (PyPI)
+#   - into ${XDG_CACHE_HOME:-~/.cache}/loopx-ci: Bun, Node 22 and Node 24
+#     (npm registry), the agent CLIs of scripts/agent-clis.txt (npm
+#     registry), ShellCheck and PyYAML (PyPI)
 #   - rustfmt, clippy and the host's musl target (rustup)
 #
 # Each is installed once and skipped when already there. Tools that need root
@@ -70,6 +70,12 @@ if [ ! -x "$tools/node22/node_modules/.bin/node" ]; then
   quietly npm install --prefix "$tools/node22" --no-audit --no-fund "$node_pkg@22"
 fi
 export LOOPX_TEST_NODE22="$tools/node22/node_modules/.bin/node"
+# Node 24 (current LTS), likewise: the TypeScript cache tests run on it too.
+if [ ! -x "$tools/node24/node_modules/.bin/node" ]; then
+  echo "== installing Node 24 into $tools/node24"
+  quietly npm install --prefix "$tools/node24" --no-audit --no-fund "$node_pkg@24"
+fi
+export LOOPX_TEST_NODE24="$tools/node24/node_modules/.bin/node"
 
 # The agent CLIs (claude, codex, gemini) at the exact versions of
 # scripts/agent-clis.txt, one directory each; tests/it/agents.rs runs them

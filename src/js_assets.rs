@@ -41,6 +41,8 @@ pub const FILES: &[(&str, &[u8])] = &[
         "loader/hooks.mjs",
         include_bytes!("../dist/npm/loader/hooks.mjs"),
     ),
+    // TypeScript/JSX through the transpile cache (Node >= 22.15).
+    ("loader/ts.mjs", include_bytes!("../dist/npm/loader/ts.mjs")),
     (
         "loader/bun-preload.js",
         include_bytes!("../dist/npm/loader/bun-preload.js"),

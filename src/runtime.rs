@@ -23,8 +23,10 @@
 //!    `LOOPX_JS_RUNTIME=node` insists on Node).
 //!
 //! The helper files (`import "loopx"`, the hooks) come from the npm package
-//! (`LOOPX_PACKAGE_DIR`, set by its shim) or, for a standalone binary, from
-//! the copies embedded in it (js_assets.rs).
+//! (`LOOPX_PACKAGE_DIR`, set by its shim; else the package this binary
+//! itself is in, where npm's install script put it behind the package's
+//! bin entry) or, for a standalone binary, from the copies embedded in it
+//! (js_assets.rs).
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -62,6 +64,23 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// Without a shim to say where the npm package is (`LOOPX_PACKAGE_DIR`
+    /// unset): the package this binary is in, if it is in one, with the
+    /// tsx Node would resolve from there (own_package(), tsx_near()).
+    fn adopt_own_package(&mut self) {
+        if self.package_dir.is_some() {
+            return;
+        }
+        if let Some(pkg) = crate::self_exe::locate()
+            .ok()
+            .as_deref()
+            .and_then(own_package)
+        {
+            self.tsx = tsx_near(&pkg).or(self.tsx.take());
+            self.package_dir = Some(pkg);
+        }
+    }
+
     /// From this process's environment, with `vars` (the env files, §8.3)
     /// deciding PATH as they do for the scripts.
     pub fn from_env(vars: &[(OsString, OsString)]) -> Settings {
@@ -270,6 +289,32 @@ fn probe_strip(node: &Path) -> Strip {
     }
 }
 
+/// The npm package `exe` belongs to: `<pkg>/bin/loopx.js` (npm's install
+/// script puts the binary there, behind the package's bin entry) or
+/// `<pkg>/native/loopx`, where `<pkg>/package.json` names loopx and
+/// `<pkg>/loader/register.mjs` is there. `exe` is a realpath, so the
+/// package is found through npm's bin symlink.
+pub fn own_package(exe: &Path) -> Option<PathBuf> {
+    let pkg = exe.parent()?.parent()?;
+    if !pkg.join("loader/register.mjs").is_file() {
+        return None;
+    }
+    let text = std::fs::read_to_string(pkg.join("package.json")).ok()?;
+    matches!(json::parse(&text)?.get("name"), Some(Value::String(n)) if n == "loopx")
+        .then(|| pkg.to_path_buf())
+}
+
+/// The tsx package Node resolves from inside `pkg`: `node_modules/tsx` in
+/// `pkg` or in the nearest directory above it that has one (npm hoists
+/// dependencies: `<prefix>/lib/node_modules/tsx` beside a global loopx),
+/// directories named `node_modules` themselves skipped as Node skips them.
+pub fn tsx_near(pkg: &Path) -> Option<PathBuf> {
+    pkg.ancestors()
+        .filter(|dir| dir.file_name() != Some(OsStr::new("node_modules")))
+        .map(|dir| dir.join("node_modules/tsx"))
+        .find(|tsx| tsx.join("package.json").is_file())
+}
+
 /// Where the helper files are.
 fn package_dir(s: &Settings) -> Result<PathBuf, Error> {
     if let Some(dir) = &s.package_dir {
@@ -424,7 +469,10 @@ impl Runtimes {
         }
         let js = match self.js {
             Some(ref mut js) => js,
-            None => self.js.insert(decide(&self.settings, label)?),
+            None => {
+                self.settings.adopt_own_package();
+                self.js.insert(decide(&self.settings, label)?)
+            }
         };
         let lang = Lang::of(&script.path);
         match &mut js.engine {
@@ -700,6 +748,43 @@ mod tests {
         // An entry that does not exist is no tsx.
         write("package.json", r#"{"exports":{".":"./gone.mjs"}}"#);
         assert_eq!(tsx_loader(&d), None);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn the_binary_behind_an_npm_bin_entry_finds_its_package_and_a_hoisted_tsx() {
+        let d = std::env::temp_dir().join(format!("loopx-own-pkg-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let pkg = d.join("lib/node_modules/loopx");
+        let write = |f: &Path, t: &str| {
+            std::fs::create_dir_all(f.parent().expect("parent")).expect("mkdir");
+            std::fs::write(f, t).expect("write");
+        };
+        write(&pkg.join("bin/loopx.js"), "ELF");
+        write(&pkg.join("native/loopx"), "ELF");
+        // Not a package yet: no package.json naming loopx.
+        assert_eq!(own_package(&pkg.join("bin/loopx.js")), None);
+        write(&pkg.join("package.json"), r#"{"name":"not-loopx"}"#);
+        write(&pkg.join("loader/register.mjs"), "");
+        assert_eq!(own_package(&pkg.join("bin/loopx.js")), None);
+        write(&pkg.join("package.json"), r#"{"name":"loopx"}"#);
+        assert_eq!(own_package(&pkg.join("bin/loopx.js")), Some(pkg.clone()));
+        assert_eq!(own_package(&pkg.join("native/loopx")), Some(pkg.clone()));
+        // A standalone install: ~/.local/bin/loopx.
+        assert_eq!(own_package(&d.join("bin/loopx")), None);
+        assert_eq!(tsx_near(&pkg), None);
+        // Hoisted beside the package (npm -g): <prefix>/lib/node_modules/tsx;
+        // <prefix>/lib/node_modules/node_modules is never looked at.
+        write(
+            &d.join("lib/node_modules/node_modules/tsx/package.json"),
+            "{}",
+        );
+        assert_eq!(tsx_near(&pkg), None);
+        write(&d.join("lib/node_modules/tsx/package.json"), "{}");
+        assert_eq!(tsx_near(&pkg), Some(d.join("lib/node_modules/tsx")));
+        // The package's own wins.
+        write(&pkg.join("node_modules/tsx/package.json"), "{}");
+        assert_eq!(tsx_near(&pkg), Some(pkg.join("node_modules/tsx")));
         let _ = std::fs::remove_dir_all(&d);
     }
 

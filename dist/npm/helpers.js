@@ -1,8 +1,8 @@
 // The script helpers `output()` and `input()` (SPEC §6.4, §6.5). Every loopx
 // JS/TS script loads this file, so it stays small and imports only builtins
-// that Node has already loaded at startup.
+// that Node has already loaded at startup (node:tty, which input() alone
+// needs, is loaded when it runs).
 import { writeSync } from "node:fs";
-import { isatty } from "node:tty";
 
 // The fields output() writes: §6.4's three, and the extensions a script may
 // use to ask for a wait or report what it spent (DESIGN.md "Beyond the spec").
@@ -100,6 +100,7 @@ export function input() {
 async function readStdin() {
   // loopx always gives scripts a pipe; a terminal means the script was run
   // by hand, where waiting for Ctrl-D would only look like a hang.
+  const { isatty } = await import("node:tty");
   if (isatty(0)) return "";
   const chunks = [];
   for await (const chunk of process.stdin) chunks.push(chunk);

@@ -1069,3 +1069,251 @@ fn an_unusable_loopx_tsx_falls_back_to_the_workflow_tsx_before_the_project_one()
         "{argv}"
     );
 }
+
+// ---- TypeScript through the transpile cache (issue 26) --------------------
+//
+// On Node >= 22.15 (LOOPX_TEST_NODE22), with the package's tsx: TypeScript
+// is served transpiled from ${XDG_CACHE_HOME:-~/.cache}/loopx/ts (ts.mjs).
+
+/// `loopx run <args>` as the npm package starts it, on Node 22.
+fn run_packaged_node22(p: &Project, args: &[&str]) -> Run {
+    run_packaged_on(p, &node22(), args)
+}
+
+/// Node 22 and, where there is one (LOOPX_TEST_NODE24, else where
+/// scripts/test.sh installs it), Node 24.
+fn current_nodes() -> Vec<PathBuf> {
+    let node24 = std::env::var_os("LOOPX_TEST_NODE24")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| ci_cache().join("node24/node_modules/.bin/node"));
+    let mut nodes = vec![node22()];
+    if node24.is_file() {
+        nodes.push(node24);
+    }
+    nodes
+}
+
+fn run_packaged_on(p: &Project, node: &Path, args: &[&str]) -> Run {
+    let path = bin_dir(p, "current-node", &[("node", node)]);
+    p.loopx(args)
+        .env("LOOPX_PACKAGE_DIR", npm_dir())
+        .env("LOOPX_TSX", tsx_dir())
+        .env("PATH", path)
+}
+
+fn ts_cache(p: &Project) -> PathBuf {
+    p.home().join(".cache/loopx/ts")
+}
+
+/// The cache's entries (not its temp files or stamp), sorted.
+fn cache_entries(p: &Project) -> Vec<PathBuf> {
+    let mut entries: Vec<PathBuf> = fs::read_dir(ts_cache(p))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    entries.retain(|e| e.extension().is_some_and(|x| x == "js"));
+    entries.sort();
+    entries
+}
+
+fn cache_leftovers(p: &Project) -> Vec<String> {
+    fs::read_dir(ts_cache(p))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".tmp"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn inode(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(path).expect("stat").ino()
+}
+
+const CACHED_TS: &str = "import { output, input } from \"loopx\";\n\
+    import { twice } from \"./lib/util.js\";\n\
+    import { three } from \"./lib/three\";\n\
+    const seen: string = await input();\n\
+    output({ result: `${twice(\"ab\")} ${three} [${seen}] ${import.meta.url.endsWith(\"/index.ts\")}`, goto: \"sink\" });\n";
+
+fn cached_ts_project() -> Project {
+    let p = Project::new();
+    p.script("wf", "index.ts", CACHED_TS);
+    // tsx's rules: `./lib/util.js` is util.ts, `./lib/three` is three.ts.
+    p.file(
+        ".loopx/wf/lib/util.ts",
+        "export const twice = (s: string): string => s + s;\n",
+    );
+    p.file(
+        ".loopx/wf/lib/three.ts",
+        "export const three: number = 3;\n",
+    );
+    sink(&p, "wf", "got");
+    p
+}
+
+#[test]
+fn ts_is_transpiled_once_and_reused_while_unchanged_then_redone() {
+    for node in current_nodes() {
+        transpiled_once_and_reused(&node);
+    }
+}
+
+fn transpiled_once_and_reused(node: &Path) {
+    let run_packaged_node22 = |p: &Project, args: &[&str]| run_packaged_on(p, node, args);
+    let p = cached_ts_project();
+    run_packaged_node22(&p, &["run", "wf"]).stdout("").run();
+    assert_eq!(p.read("got"), "abab 3 [] true");
+    // The entry and both local imports.
+    let first = cache_entries(&p);
+    assert_eq!(first.len(), 3, "{first:?}");
+    let inodes: Vec<u64> = first.iter().map(|e| inode(e)).collect();
+
+    run_packaged_node22(&p, &["run", "wf"]).stdout("").run();
+    assert_eq!(p.read("got"), "abab 3 [] true");
+    assert_eq!(cache_entries(&p), first, "reused, nothing added");
+    let again: Vec<u64> = first.iter().map(|e| inode(e)).collect();
+    assert_eq!(again, inodes, "not rewritten");
+
+    // A changed script gets an entry of its own; the old ones stay (until
+    // pruned by age).
+    p.script(
+        "wf",
+        "index.ts",
+        &CACHED_TS
+            .replace("abab", "x")
+            .replace("twice(\"ab\")", "twice(\"cd\")"),
+    );
+    run_packaged_node22(&p, &["run", "wf"]).stdout("").run();
+    assert_eq!(p.read("got"), "cdcd 3 [] true");
+    assert_eq!(cache_entries(&p).len(), 4);
+    assert!(cache_leftovers(&p).is_empty());
+}
+
+#[test]
+fn a_corrupt_cache_entry_is_replaced() {
+    let p = cached_ts_project();
+    run_packaged_node22(&p, &["run", "wf"]).stdout("").run();
+    let entries = cache_entries(&p);
+    let good: Vec<Vec<u8>> = entries.iter().map(|e| fs::read(e).expect("read")).collect();
+    // Truncated, garbage, and a valid-looking text with a wrong check line.
+    fs::write(&entries[0], &good[0][..good[0].len() / 2]).expect("truncate");
+    fs::write(&entries[1], "process.exit(3);\n").expect("garbage");
+    let mut tampered = good[2].clone();
+    tampered.splice(0..0, b"process.exit(4);".iter().copied());
+    fs::write(&entries[2], tampered).expect("tamper");
+    run_packaged_node22(&p, &["run", "wf"]).stdout("").run();
+    assert_eq!(p.read("got"), "abab 3 [] true");
+    let now: Vec<Vec<u8>> = entries.iter().map(|e| fs::read(e).expect("read")).collect();
+    assert_eq!(now, good, "every entry written again");
+}
+
+#[test]
+fn an_unwritable_or_missing_cache_works_from_memory_silently() {
+    let p = cached_ts_project();
+    // A cache directory that cannot be made by anyone (root included): its
+    // parent is a file.
+    p.file("not-a-dir", "");
+    run_packaged_node22(&p, &["run", "wf"])
+        .env("XDG_CACHE_HOME", p.path("not-a-dir/cache"))
+        .stdout("")
+        .run();
+    assert_eq!(p.read("got"), "abab 3 [] true");
+    // A read-only one (without root: root writes anyway).
+    if !is_root() {
+        let ro = p.path("ro-cache");
+        fs::create_dir_all(ro.join("loopx/ts")).expect("mkdir");
+        tool_chmod("a-w", &ro.join("loopx/ts"));
+        run_packaged_node22(&p, &["run", "wf"])
+            .env("XDG_CACHE_HOME", &ro)
+            .stdout("")
+            .run();
+        assert_eq!(p.read("got"), "abab 3 [] true");
+        tool_chmod("u+w", &ro.join("loopx/ts"));
+    }
+    // No HOME and no XDG_CACHE_HOME: no cache at all.
+    run_packaged_node22(&p, &["run", "wf"])
+        .env("HOME", "")
+        .stdout("")
+        .run();
+    assert_eq!(p.read("got"), "abab 3 [] true");
+}
+
+fn tool_chmod(mode: &str, path: &Path) {
+    let status = Command::new("chmod")
+        .arg(mode)
+        .arg(path)
+        .status()
+        .expect("chmod");
+    assert!(status.success());
+}
+
+#[test]
+fn two_loops_share_the_cache_concurrently() {
+    let p = cached_ts_project();
+    // Each loop runs the script 10 times: index.ts goes to a script that
+    // counts, not to the sink, so the loops end by -n.
+    p.script(
+        "wf",
+        "index.ts",
+        &CACHED_TS.replace("goto: \"sink\"", "goto: \"count\""),
+    );
+    p.script("wf", "count.sh", ":\n");
+    let a = run_packaged_node22(&p, &["run", "-n", "20", "wf"]).start();
+    let b = run_packaged_node22(&p, &["run", "-n", "20", "wf"]).start();
+    a.finish();
+    b.finish();
+    assert_eq!(cache_entries(&p).len(), 3);
+    assert!(cache_leftovers(&p).is_empty(), "{:?}", cache_leftovers(&p));
+}
+
+#[test]
+fn ts_beyond_stripping_enums_namespaces_type_imports_tsx_and_jsx_still_run() {
+    for node in current_nodes() {
+        beyond_stripping(&node);
+    }
+}
+
+fn beyond_stripping(node: &Path) {
+    let run_packaged_node22 = |p: &Project, args: &[&str]| run_packaged_on(p, node, args);
+    let p = Project::new();
+    // An enum, a namespace, a parameter property and a type imported
+    // without `type`: more than stripping can do, so tsx's esbuild does it.
+    p.script(
+        "wf",
+        "index.ts",
+        "import { output, Output } from \"loopx\";\n\
+         import data from \"./data.json\";\n\
+         enum Color { Red = \"red\", Blue = \"blue\" }\n\
+         namespace Shapes { export const sides = 4; }\n\
+         class Box { constructor(public size: number) {} }\n\
+         const o: Output = { result: `${Color.Blue} ${Shapes.sides} ${new Box(2).size} ${data.n}`, goto: \"sink\" };\n\
+         output(o);\n",
+    );
+    // tsx's rules: JSON imported without `with { type: "json" }`.
+    p.file(".loopx/wf/data.json", "{ \"n\": 7 }\n");
+    p.script("wf", "jsx.jsx", JSX_CLASSIC);
+    p.script("wf", "tsx.tsx", TSX_CLASSIC);
+    sink(&p, "wf", "got");
+    for _ in 0..2 {
+        run_packaged_node22(&p, &["run", "wf"]).stdout("").run();
+        assert_eq!(p.read("got"), "blue 4 2 7");
+        run_packaged_node22(&p, &["run", "wf:jsx"]).stdout("").run();
+        assert_eq!(p.read("got"), r#"["i",null,[2]]"#);
+        run_packaged_node22(&p, &["run", "wf:tsx"]).stdout("").run();
+        assert_eq!(p.read("got"), TSX_CLASSIC_RESULT);
+    }
+    assert_eq!(cache_entries(&p).len(), 3);
+    // An error in transpiled code points at the TypeScript source's line.
+    p.script(
+        "wf",
+        "fail.ts",
+        "enum E { A }\n\n\nthrow new Error(`boom ${E.A}`);\n",
+    );
+    run_packaged_node22(&p, &["run", "wf:fail"])
+        .status(1)
+        .stderr_contains("boom 0")
+        .stderr_contains("fail.ts:4")
+        .run();
+}

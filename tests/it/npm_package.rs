@@ -1,7 +1,9 @@
-//! The npm package as users get it (issue 4, "Done when"; §3.1, §3.3):
-//! the built binary copied into the package's `native/loopx`, `npm pack`,
-//! then a global install with npm (`npm install -g --prefix`) and with Bun
-//! (`bun add -g`), whose `loopx` runs TypeScript scripts that import loopx.
+//! The npm package as users get it (issue 4, "Done when"; §3.1, §3.3;
+//! issue 26): the built binary copied into the package's `native/loopx`,
+//! `npm pack`, then installs with npm (global and a project's, install
+//! scripts run: the binary itself behind `loopx`; `--ignore-scripts`: the
+//! shim) and with Bun (`bun add -g`: the shim), whose `loopx` runs JS and
+//! TypeScript scripts that import loopx.
 //!
 //! The installs fetch tsx like any user's would, through an npm cache shared
 //! between test runs (tests/util's ci_cache()).
@@ -69,8 +71,9 @@ fn tarball() -> &'static Path {
     })
 }
 
-/// A project whose TypeScript script imports loopx and reports which
-/// runtime and which preloads ran it; a bash script stores that report.
+/// A project whose TypeScript (`wf`) and JavaScript (`js`) scripts import
+/// loopx and report which runtime and which preloads ran them; a bash
+/// script stores that report.
 fn ts_project() -> Project {
     let p = Project::new();
     p.script(
@@ -81,6 +84,12 @@ fn ts_project() -> Project {
          output({ result: `${runtime} [${await input()}] ${process.execArgv.join(\" \")}`, goto: \"sink\" });\n",
     );
     p.script(
+        "js",
+        "index.js",
+        "import { output, input } from \"loopx\";\n\
+         output({ result: `js [${await input()}] ${process.execArgv.join(\" \")}`, goto: \"wf:sink\" });\n",
+    );
+    p.script(
         "wf",
         "sink.sh",
         "cat > \"$LOOPX_PROJECT_ROOT/got\"\n$LOOPX_BIN output --stop\n",
@@ -88,10 +97,9 @@ fn ts_project() -> Project {
     p
 }
 
-#[test]
-fn npm_install_g_gives_a_loopx_whose_ts_scripts_import_loopx_under_node_and_bun() {
-    let tmp = TempDir::new("npm-g");
-    let prefix = tmp.path().join("prefix");
+/// `npm install -g --prefix <prefix> <extra> <tarball>`; the package's
+/// directory.
+fn npm_install_g(prefix: &Path, extra: &[&str]) -> PathBuf {
     check(
         Command::new("npm")
             .args([
@@ -101,31 +109,103 @@ fn npm_install_g_gives_a_loopx_whose_ts_scripts_import_loopx_under_node_and_bun(
                 "--no-fund",
                 "--prefer-offline",
             ])
+            .args(extra)
             .arg("--prefix")
-            .arg(&prefix)
+            .arg(prefix)
             .arg(tarball())
+            .env_remove("LOOPX_BINARY_PATH")
             .env("npm_config_cache", ci_cache().join("npm-cache")),
     );
-    let installed = prefix.join("lib/node_modules/loopx");
+    prefix.join("lib/node_modules/loopx")
+}
 
-    // `<prefix>/bin/loopx`: the shim under Node, tsx from the package.
+fn starts_with(path: &Path, magic: &[u8]) -> bool {
+    fs::read(path).is_ok_and(|b| b.starts_with(magic))
+}
+
+/// Runs the JS and the TS workflow of ts_project() with `loopx` and checks
+/// that both imported loopx, ran on Node, and were preloaded with
+/// `package`'s hooks (and, for TS, told of the tsx at `tsx`).
+fn runs_js_and_ts(loopx: &Path, package: &Path, tsx: &Path) {
     let p = ts_project();
-    p.loopx_at(&prefix.join("bin/loopx"), &["run", "wf"])
-        .stdout("")
-        .run();
+    p.loopx_at(loopx, &["run", "js"]).stdout("").run();
     let got = p.read("got");
-    assert!(got.starts_with("node [] --import file://"), "{got}");
-    assert!(
-        got.contains(&format!("{}/loader/register.mjs", installed.display())),
-        "{got}"
+    let register = format!("--import file://{}/loader/register.mjs", package.display());
+    assert_eq!(got, format!("js [] {register}"), "{}", loopx.display());
+    p.loopx_at(loopx, &["run", "wf"]).stdout("").run();
+    let got = p.read("got");
+    assert_eq!(
+        got,
+        format!(
+            "node [] {register}?tsx=file://{}/dist/loader.mjs",
+            tsx.display()
+        ),
+        "{}",
+        loopx.display()
     );
+}
+
+#[test]
+fn npm_install_g_puts_the_binary_itself_behind_loopx_and_it_finds_its_package() {
+    // npm runs the install script: `<prefix>/bin/loopx` is the ELF, which
+    // finds the package's hooks and tsx from its own location.
+    let tmp = TempDir::new("npm-g");
+    let prefix = tmp.path().join("prefix");
+    let installed = npm_install_g(&prefix, &[]);
+    let bin = prefix.join("bin/loopx");
     assert!(
-        got.contains(&format!(
-            "{}/node_modules/tsx/dist/loader.mjs",
-            installed.display()
-        )),
-        "{got}"
+        starts_with(&bin, b"\x7fELF"),
+        "{} is not the binary",
+        bin.display()
     );
+    assert_eq!(
+        fs::read(installed.join("bin/loopx.js")).expect("bin/loopx.js"),
+        fs::read(installed.join("native/loopx")).expect("native/loopx")
+    );
+    runs_js_and_ts(&bin, &installed, &installed.join("node_modules/tsx"));
+}
+
+#[test]
+fn npm_install_in_a_project_finds_the_hoisted_tsx() {
+    // A project's own install: tsx is hoisted to <project>/node_modules/tsx,
+    // beside loopx, and the binary behind node_modules/.bin/loopx walks up
+    // node_modules to it as Node would.
+    let tmp = TempDir::new("npm-local");
+    let project = tmp.path().join("proj");
+    fs::create_dir_all(&project).expect("mkdir");
+    fs::write(project.join("package.json"), "{ \"private\": true }\n").expect("package.json");
+    check(
+        Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefer-offline"])
+            .arg(tarball())
+            .env_remove("LOOPX_BINARY_PATH")
+            .env("npm_config_cache", ci_cache().join("npm-cache"))
+            .current_dir(&project),
+    );
+    let installed = project.join("node_modules/loopx");
+    let tsx = project.join("node_modules/tsx");
+    assert!(tsx.join("package.json").is_file(), "tsx is hoisted");
+    let bin = project.join("node_modules/.bin/loopx");
+    assert!(
+        starts_with(&bin, b"\x7fELF"),
+        "{} is not the binary",
+        bin.display()
+    );
+    runs_js_and_ts(&bin, &installed, &tsx);
+}
+
+#[test]
+fn npm_install_g_ignore_scripts_keeps_the_shim_under_node_and_bun() {
+    let tmp = TempDir::new("npm-g-no-scripts");
+    let prefix = tmp.path().join("prefix");
+    let installed = npm_install_g(&prefix, &["--ignore-scripts"]);
+    let bin = prefix.join("bin/loopx");
+    assert!(
+        starts_with(&bin, b"#!/usr/bin/env node"),
+        "{} is not the shim",
+        bin.display()
+    );
+    runs_js_and_ts(&bin, &installed, &installed.join("node_modules/tsx"));
 
     // The same package run by Bun: the shim tells the binary to use Bun.
     let p = ts_project();

@@ -2,6 +2,12 @@
 // The `loopx` command of the npm package: finds the native binary
 // (lib/native.js) and runs it. The binary does all the work.
 //
+// Under npm with install scripts allowed, this file does not run at all:
+// lib/postinstall.js replaces it with the binary itself, which then finds
+// this package from its own location (no LOOPX_PACKAGE_DIR or LOOPX_TSX,
+// and no Bun detection: npm runs on Node). This shim stays with pnpm,
+// Yarn, Bun and `--ignore-scripts`.
+//
 // Contract with the binary:
 // - argv: the binary gets this process's arguments unchanged, and inherits
 //   stdin, stdout and stderr.

@@ -9,8 +9,8 @@
 //      package), into 2 or else 3. The archive comes from
 //      $LOOPX_DOWNLOAD_URL/download/v<version>/loopx-<target>.tar.gz, the
 //      tree install.sh reads (default: the project's GitHub releases).
-// The shim runs this on every start, so the common path (1 or 2) costs one
-// stat; package.json is read, and crypto, zlib and the tar reader are
+// The shim runs this on every start (where it is not replaced by the
+// binary: lib/postinstall.js), so the common path (1 or 2) costs one stat; package.json is read, and crypto, zlib and the tar reader are
 // loaded, only past it.
 import {
   accessSync,
