@@ -556,15 +556,17 @@ pub fn list(dir: &Path) -> Vec<Found> {
 }
 
 /// Removes checkpoints (and their inputs) not written for `MAX_AGE_MS`
-/// whose run is not live.
-pub fn prune(dir: &Path, now_ms: i64) {
-    for f in list(dir) {
-        if !f.live && now_ms - f.modified_ms > MAX_AGE_MS {
-            for suffix in [".ckpt", ".input.0", ".input.1"] {
-                let _ = fs::remove_file(dir.join(format!("{}{suffix}", f.id)));
-            }
+/// whose run is not live; returns the others, as `list` would.
+pub fn prune(dir: &Path, now_ms: i64) -> Vec<Found> {
+    let (old, kept): (Vec<Found>, Vec<Found>) = list(dir)
+        .into_iter()
+        .partition(|f| !f.live && now_ms - f.modified_ms > MAX_AGE_MS);
+    for f in old {
+        for suffix in [".ckpt", ".input.0", ".input.1"] {
+            let _ = fs::remove_file(dir.join(format!("{}{suffix}", f.id)));
         }
     }
+    kept
 }
 
 #[cfg(test)]

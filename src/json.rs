@@ -1002,6 +1002,15 @@ impl Object {
         self.raw(k, if v { "true" } else { "false" })
     }
 
+    /// A value that is JSON already, or no member at all when None (an
+    /// extension field that is absent when unused).
+    pub fn raw_if(self, k: &str, json: Option<&str>) -> Object {
+        match json {
+            Some(json) => self.raw(k, json),
+            None => self,
+        }
+    }
+
     /// A value that is JSON already.
     pub fn raw(mut self, k: &str, json: &str) -> Object {
         self.key(k);

@@ -294,11 +294,11 @@ impl Reporter {
                 .opt_str("signal", signal)
                 .num("duration_ms", took.as_millis() as u64)
                 .num("stdout_bytes", stdout_bytes as u64)
-                .raw("output", &output_json);
-            let line = match cost_usd {
-                Some(c) => line.raw("cost_usd", &json::number_to_js_string(c)),
-                None => line,
-            };
+                .raw("output", &output_json)
+                .raw_if(
+                    "cost_usd",
+                    cost_usd.map(json::number_to_js_string).as_deref(),
+                );
             log.write(line);
         }
         if self.verbose {
@@ -373,20 +373,26 @@ impl Reporter {
                 .num("iterations", self.iterations)
                 .num("duration_ms", took.as_millis() as u64)
                 .opt_str("error", error.as_deref());
-            let line = match cost_usd {
-                Some(c) => line.raw("cost_usd", &json::number_to_js_string(c)),
-                None => line,
-            };
             // Exit 75: when the script asked to run again (schedulers read
             // it: dist/action/run.sh, log collectors under `--log -`).
-            let resume_at = result.as_ref().err().and_then(Error::resume_at_ms);
-            let line = match resume_at {
-                Some(ms) => line.str(
-                    "resume_at",
-                    &clock::format_ms(u64::try_from(ms).unwrap_or(0)),
-                ),
-                None => line,
-            };
+            let resume_at = result
+                .as_ref()
+                .err()
+                .and_then(Error::resume_at_ms)
+                .map(|ms| {
+                    let mut text = String::new();
+                    json::write_json_string(
+                        &mut text,
+                        &clock::format_ms(u64::try_from(ms).unwrap_or(0)),
+                    );
+                    text
+                });
+            let line = line
+                .raw_if(
+                    "cost_usd",
+                    cost_usd.map(json::number_to_js_string).as_deref(),
+                )
+                .raw_if("resume_at", resume_at.as_deref());
             log.write(line);
             log.sync();
         }

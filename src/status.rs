@@ -416,8 +416,7 @@ fn resumable_runs() -> Vec<Record> {
     let Some(dir) = checkpoint::dir() else {
         return Vec::new();
     };
-    checkpoint::prune(&dir, clock::now_ms());
-    checkpoint::list(&dir)
+    checkpoint::prune(&dir, clock::now_ms())
         .into_iter()
         .filter(|f| !f.live)
         .filter_map(|f| f.record)
