@@ -3,7 +3,7 @@
 //! and versioned so a mismatched binary is detected with a clear error.
 //!
 //! Invocation: `loopx __api <protocol> [run options] -- <target>` with the
-//! project root as cwd. The options are those of `loopx run` (run_flags.rs):
+//! project root as cwd. The options are those of `loopx run` (cli/run_flags.rs):
 //! `-n`, `-e <abs path>`, `--timeout`, `--max-time`, `--retry`,
 //! `--retry-delay`.
 //!
@@ -43,12 +43,12 @@ use crate::engine::{self, Observer};
 use crate::error::Error;
 use crate::json::write_json_string;
 use crate::output::{self, Output};
+use crate::proc::supervisor::Supervisor;
 use crate::run_options::RunOptions;
-use crate::supervisor::Supervisor;
 
 pub const PROTOCOL: &str = "1";
 
-/// The argument that selects this mode (cli.rs).
+/// The argument that selects this mode (cli/mod.rs).
 pub const MODE: &str = "__api";
 
 fn send(line: &str) -> Result<(), Error> {

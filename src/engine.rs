@@ -9,7 +9,6 @@ use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::bounded_read::Interrupt;
 use crate::checkpoint::{self, Checkpoint, Keeper};
 use crate::clock;
 use crate::discovery::{self, Discovery, Kind, Script, Workflow};
@@ -19,17 +18,18 @@ use crate::error::Error;
 use crate::json;
 use crate::messages;
 use crate::output::{self, Output};
-use crate::process::{self, Launch, Status};
+use crate::proc::bounded_read::Interrupt;
+use crate::proc::process::{self, Launch, Status};
+use crate::proc::shim_parent;
+use crate::proc::signals::Signals;
+use crate::proc::supervisor::{self, Ending, Finished, Supervisor};
+use crate::proc::terminal::Terminal;
 use crate::report::{self, Done, Reporter, ScriptRun};
 use crate::resolve::{self, Resolved};
 use crate::resume;
 use crate::run_options::RunOptions;
 use crate::runtime;
 use crate::script_env::ScriptEnv;
-use crate::shim_parent;
-use crate::signals::Signals;
-use crate::supervisor::{self, Ending, Finished, Supervisor};
-use crate::terminal::Terminal;
 use crate::version_check;
 use crate::wait;
 
@@ -94,7 +94,7 @@ pub trait Observer {
     fn output(&mut self, out: &Output, last: bool, sup: &mut Supervisor) -> Result<bool, Error>;
 
     /// Whether scripts may take over loopx's terminal while they run
-    /// (terminal.rs). Only the CLI: under the API the terminal belongs to
+    /// (proc/terminal.rs). Only the CLI: under the API the terminal belongs to
     /// the consumer's program.
     fn shares_terminal(&self) -> bool {
         false
@@ -106,7 +106,7 @@ pub trait Observer {
         false
     }
 
-    /// The consumer's request channel (supervisor.rs). Only the API has one.
+    /// The consumer's request channel (proc/supervisor.rs). Only the API has one.
     fn channel(&self) -> Option<RawFd> {
         None
     }
@@ -807,7 +807,7 @@ fn run_loop(
             runtime::Settings::from_env(&vars),
             project_root.to_path_buf(),
         ),
-        // The shim's pid is for loopx alone (shim_parent.rs).
+        // The shim's pid is for loopx alone (proc/shim_parent.rs).
         env: ScriptEnv::new(
             std::env::vars_os().filter(|(k, _)| k != shim_parent::VAR),
             &[&vars, &own],

@@ -7,9 +7,9 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::bounded_read::{self, Accept, Failure, Interrupt};
 use crate::envfile;
 use crate::error::Error;
+use crate::proc::bounded_read::{self, Accept, Failure, Interrupt};
 use crate::text::shown;
 
 /// `$XDG_CONFIG_HOME/loopx/env`, defaulting to `~/.config/loopx/env` (§8.1).
@@ -73,7 +73,7 @@ fn passwd_home() -> Option<PathBuf> {
     }
 }
 
-/// Reads an env file's bytes, bounded and interruptible (bounded_read.rs).
+/// Reads an env file's bytes, bounded and interruptible (proc/bounded_read.rs).
 /// `Ok(None)` when it does not exist. `interrupt` ends a wait on a pipe or
 /// device (a run's signal handlers); without it only the default action of
 /// a signal does.

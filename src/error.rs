@@ -267,7 +267,7 @@ pub enum Error {
         err: io::Error,
     },
     /// The API's consumer went away while a script ran; the script's group
-    /// was terminated (process.rs) and the loop ends quietly (§9.1).
+    /// was terminated (proc/process.rs) and the loop ends quietly (§9.1).
     ConsumerGone,
     /// Already reported through the API channel (api.rs); only the exit
     /// code remains.
@@ -572,7 +572,7 @@ impl fmt::Display for Error {
                 f,
                 "cannot read env file {}: it is larger than {}, the limit for an env file",
                 shown(&path.to_string_lossy()),
-                crate::bounded_read::LIMIT_TEXT
+                crate::proc::bounded_read::LIMIT_TEXT
             ),
             Error::InvalidEnvName { name } => write!(
                 f,

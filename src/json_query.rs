@@ -264,7 +264,7 @@ mod tests {
     use super::*;
 
     /// A query as `loopx json <args>` asks for it (the command table parses
-    /// the real arguments: cli.rs).
+    /// the real arguments: cli/mod.rs).
     fn q(args: &[&str]) -> Query {
         Query {
             lines: args.contains(&"--lines"),

@@ -2,22 +2,16 @@
 //! concern lives in its own module.
 
 mod api;
-mod bounded_read;
 mod checkpoint;
 mod cli;
 mod clock;
-mod commands;
-mod completions;
 mod delegate;
-mod descendants;
 mod discovery;
 mod duration;
 mod engine;
 mod env;
 mod envfile;
 mod error;
-mod flags;
-mod help;
 mod install;
 mod js_assets;
 mod js_compat;
@@ -27,23 +21,18 @@ mod messages;
 mod names;
 mod output;
 mod package_json;
-mod process;
+mod proc;
 mod report;
 mod resolve;
 mod resume;
-mod run_flags;
 mod run_log;
 mod run_options;
 mod runtime;
 mod script_env;
 mod self_exe;
 mod semver_range;
-mod shim_parent;
-mod signals;
 mod status;
-mod supervisor;
 mod target;
-mod terminal;
 #[cfg(test)]
 mod testing;
 mod text;
@@ -75,10 +64,10 @@ fn dispatch() -> Result<(), Error> {
     // §3.2: delegation happens before any command parsing.
     delegate::maybe_delegate(&args);
     match cli::parse(args)? {
-        Command::TopHelp => print_stdout(&help::top()),
+        Command::TopHelp => print_stdout(&cli::help::top()),
         // §11.2: the one help that looks at .loopx/.
-        Command::Help("run") => print_stdout(&help::run_help(&current_dir()?)),
-        Command::Help(name) => print_stdout(&help::of(name)),
+        Command::Help("run") => print_stdout(&cli::help::run_help(&current_dir()?)),
+        Command::Help(name) => print_stdout(&cli::help::of(name)),
         Command::Version => print_stdout(concat!(env!("CARGO_PKG_VERSION"), "\n")),
         Command::Output { out, extensions } => {
             print_stdout(&(output::to_json_with(&out, &extensions) + "\n"))
@@ -92,8 +81,8 @@ fn dispatch() -> Result<(), Error> {
         Command::Status { json } => status::list(json),
         Command::Json(query) => json_query::run_stdio(&query),
         Command::Resume { id, given } => engine::resume(id.as_deref(), |saved| given.apply(saved)),
-        Command::Completions(shell) => print_stdout(&completions::script(shell)),
-        Command::CompletionTargets => print_stdout(&completions::targets(&current_dir()?)),
+        Command::Completions(shell) => print_stdout(&cli::completions::script(shell)),
+        Command::CompletionTargets => print_stdout(&cli::completions::targets(&current_dir()?)),
     }
 }
 

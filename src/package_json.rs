@@ -4,8 +4,8 @@
 use std::io;
 use std::path::Path;
 
-use crate::bounded_read::{self, Accept, Failure};
 use crate::json::{self, Value};
+use crate::proc::bounded_read::{self, Accept, Failure};
 
 /// The outcome of reading a package.json; each failure mode of §3.2 is
 /// distinct because each gets its own warning (or none).

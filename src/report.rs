@@ -16,10 +16,10 @@ use crate::error::{signal_name, Error};
 use crate::json::{self, Object};
 use crate::messages;
 use crate::output::{self, Output};
-use crate::process::Status;
+use crate::proc::process::Status;
+use crate::proc::supervisor::{Ending, Finished};
 use crate::run_log::RunLog;
 use crate::status::{Phase, StatusFile};
-use crate::supervisor::{Ending, Finished};
 
 /// Why a run ended well.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! What a run is asked to do: `loopx run`'s options (run_flags.rs parses
+//! What a run is asked to do: `loopx run`'s options (cli/run_flags.rs parses
 //! them) and the JS API's (api.rs), the same for both, in a type of their own
 //! so the engine never reaches up into the command line's.
 
@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::json::{self, Object, Value};
 
-/// What a run is asked to do: `loopx run`'s options (run_flags.rs) and the
+/// What a run is asked to do: `loopx run`'s options (cli/run_flags.rs) and the
 /// JS API's (api.rs), the same for both.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunOptions {

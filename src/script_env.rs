@@ -3,7 +3,7 @@
 //! (runtime.rs).
 //!
 //! Prepared once per run as ready-made `NAME=value` C strings and handed to
-//! each spawn as an `envp` array (process.rs). loopx's own environment is
+//! each spawn as an `envp` array (proc/process.rs). loopx's own environment is
 //! never rewritten. Per spawn only the few variables that change
 //! (`LOOPX_WORKFLOW`, `LOOPX_ITERATION`, `LOOPX_ATTEMPT`, a runtime's) are
 //! formatted, and the pointer array is rebuilt: a few dozen pointer copies.

@@ -197,7 +197,7 @@ const WRITE_EVERY: Duration = Duration::from_millis(100);
 /// The writer thread: waits for a state, writes the latest one, until
 /// closed.
 fn write_states(shared: Shared, fixed: Object, tmp: PathBuf, path: PathBuf) {
-    // Signals are the loop's business (signals.rs), not this thread's.
+    // Signals are the loop's business (proc/signals.rs), not this thread's.
     // SAFETY: a filled signal set, applied to this thread only.
     unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();

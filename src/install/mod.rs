@@ -28,7 +28,7 @@ use std::io::Write;
 
 use crate::discovery;
 use crate::error::Error;
-use crate::signals::Signals;
+use crate::proc::signals::Signals;
 use scratch::Scratch;
 use source::Source;
 

@@ -36,7 +36,7 @@ fn script_with_stubborn_job() -> String {
 }
 
 /// Records the script's process group in `script.pgid`: at a terminal it is
-/// not the script's pid (the group is led by loopx's sentinel, terminal.rs).
+/// not the script's pid (the group is led by loopx's sentinel, src/proc/terminal.rs).
 const RECORD_PGID: &str =
     "read -r _ _ _ _ pgid _ < /proc/$$/stat; echo $pgid > \"$LOOPX_PROJECT_ROOT/script.pgid\"\n";
 

@@ -12,7 +12,7 @@
 
 use std::ffi::OsStr;
 
-use crate::signals::Signals;
+use crate::proc::signals::Signals;
 
 /// Set by the npm shim on its spawn path: its own pid.
 pub const VAR: &str = "LOOPX_SHIM_PID";
@@ -73,7 +73,7 @@ fn watch_pid(signals: &mut Signals, shim: libc::pid_t) {
     // A zombie counts as gone: its parent may not have reaped it yet.
     let alive = std::fs::read_to_string(format!("/proc/{shim}/stat"))
         .ok()
-        .and_then(|text| crate::descendants::parse_stat(shim, &text))
+        .and_then(|text| crate::proc::descendants::parse_stat(shim, &text))
         .is_some_and(|p| !p.zombie);
     // SAFETY: getppid cannot fail.
     let parent = unsafe { libc::getppid() };

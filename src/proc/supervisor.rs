@@ -23,13 +23,13 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
-use crate::descendants;
 use crate::duration;
 use crate::error::Error;
 use crate::messages;
-use crate::process::{self, Child, Launch, ReadOutcome, Status, Waited};
-use crate::signals::{Events, Signals};
-use crate::terminal::{self, Terminal};
+use crate::proc::descendants;
+use crate::proc::process::{self, Child, Launch, ReadOutcome, Status, Waited};
+use crate::proc::signals::{Events, Signals};
+use crate::proc::terminal::{self, Terminal};
 
 /// §7.3: how long a signalled process group gets before SIGKILL.
 pub const GRACE: Duration = Duration::from_secs(5);

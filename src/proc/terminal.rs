@@ -17,7 +17,7 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use crate::process::{group_alive, kill_group};
+use crate::proc::process::{group_alive, kill_group};
 
 /// Runs `f` with SIGTTOU blocked in this thread: tcsetpgrp from a background
 /// process group is then allowed instead of stopping the caller.

@@ -8,9 +8,9 @@
 
 use std::path::Path;
 
-use crate::commands::{self, Operand, Subcommand};
+use crate::cli::commands::{self, Operand, Subcommand};
+use crate::cli::flags::{Doc, HELP};
 use crate::discovery;
-use crate::flags::{Doc, HELP};
 use crate::names::is_valid_name;
 
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -16,7 +16,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
-use crate::signals::Signals;
+use crate::proc::signals::Signals;
 
 /// The most loopx reads from an env file or a package.json: far above any
 /// real one (a big package.json is tens of KiB), far below what hurts.

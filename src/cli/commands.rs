@@ -1,16 +1,16 @@
 //! The command table: every subcommand of loopx, with its usage, summary,
 //! help text, options and parser, in one place (after ripgrep's flag
-//! definitions). It drives parsing (cli.rs), the top help's command list
+//! definitions). It drives parsing (cli/mod.rs), the top help's command list
 //! and every command's `-h` (help.rs), the "unknown command" message and the
 //! shell completions (completions.rs). A new subcommand is one entry here
-//! and one parser in cli.rs; it never shadows a workflow, since workflows
+//! and one parser in cli/mod.rs; it never shadows a workflow, since workflows
 //! run only through `loopx run` (§4.1, DESIGN.md "Beyond the spec").
 
 use std::ffi::OsString;
 
+use crate::cli::flags::{Doc, Flag, HelpAt};
+use crate::cli::run_flags;
 use crate::cli::{self, Command, InstallOptions, OutputArgs};
-use crate::flags::{Doc, Flag, HelpAt};
-use crate::run_flags;
 
 /// One subcommand: `loopx <name> ...`.
 pub struct Subcommand {
@@ -268,7 +268,7 @@ one a line, and nothing (exit 0) where there is none.",
         after: "",
         options: || docs(COMPLETIONS_FLAGS.iter().collect()),
         help_at: HelpAt::OptionPosition,
-        operand: Operand::Words(crate::completions::SHELLS),
+        operand: Operand::Words(crate::cli::completions::SHELLS),
         see: "loopx completions --help",
         parse: cli::parse_completions,
         hidden: false,

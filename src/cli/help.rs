@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use crate::commands::{self, Subcommand, EXIT_CODES};
+use crate::cli::commands::{self, Subcommand, EXIT_CODES};
+use crate::cli::flags;
 use crate::discovery;
-use crate::flags;
 use crate::text::shown;
 
 /// Where the top help's summaries start.

@@ -6,8 +6,8 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use crate::cli::flags::{self, Flag, HelpAt};
 use crate::duration;
-use crate::flags::{self, Flag, HelpAt};
 use crate::run_options::RunOptions;
 
 pub const FLAGS: &[Flag<RunOptions>] = &[

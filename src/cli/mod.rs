@@ -1,20 +1,28 @@
+//! The command line: its table (commands.rs), the option grammar
+//! (flags.rs), `run`'s options (run_flags.rs), help and completions.
+//!
 //! Command-line grammar (§4.1–4.3, §12): turns argv into a `Command` without
 //! touching the filesystem. The command table (commands.rs) says which
 //! parser below takes a subcommand's arguments; the option rows they apply
 //! are in the table too. Every usage error names the problem and the help to
 //! consult.
 
+pub mod commands;
+pub mod completions;
+pub mod flags;
+pub mod help;
+pub mod run_flags;
+
 use std::ffi::OsString;
 
-use crate::commands::{self, RUN_HELP};
-use crate::completions::Shell;
+use crate::cli::completions::Shell;
 use crate::error::Error;
-use crate::flags::{self, Flag, HelpAt, Parsed};
 use crate::install::InstallArgs;
 use crate::json_query;
 use crate::output::Output;
-use crate::run_flags;
 use crate::run_options::RunOptions;
+use commands::RUN_HELP;
+use flags::{Flag, HelpAt, Parsed};
 
 const TOP_HELP: &str = "loopx --help";
 
@@ -269,7 +277,7 @@ pub fn parse_completions(rest: Vec<OsString>) -> Result<Command, String> {
     else {
         return Ok(Command::Help("completions"));
     };
-    let shells = crate::completions::SHELLS.join(", ");
+    let shells = crate::cli::completions::SHELLS.join(", ");
     match (targets, positionals.as_slice()) {
         (true, []) => Ok(Command::CompletionTargets),
         (true, [extra, ..]) => Err(format!(
