@@ -19,6 +19,7 @@ mod install;
 mod install_faults;
 mod js;
 mod json;
+mod module_map;
 mod npm_package;
 mod npm_release;
 mod observe;
