@@ -10,6 +10,7 @@ use std::fs;
 use std::io::Read;
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -110,5 +111,6 @@ fn every_shell_file_passes_shellcheck() {
     // shebang, or from a `# shellcheck shell=` directive in a library.
     let mut cmd = Command::new(util::shellcheck());
     cmd.arg("-x").args(&files).current_dir(ROOT);
-    Run::command(cmd).run();
+    // About 30 s of CPU for the whole repository, on two shared cores.
+    Run::command(cmd).timeout(Duration::from_secs(600)).run();
 }

@@ -779,6 +779,30 @@ mod strictness {
     }
 
     #[test]
+    #[should_panic(expected = "stdout should be empty")]
+    fn undeclared_stdout_fails_the_run() {
+        sh("echo surprise").run();
+    }
+
+    #[test]
+    #[should_panic(expected = "stdout should be empty")]
+    fn stdout_lacks_alone_still_expects_an_empty_stdout() {
+        sh("echo other").stdout_lacks("warning").run();
+    }
+
+    #[test]
+    #[should_panic(expected = "a waiver (stdout_any, stderr_any) needs a reason")]
+    fn a_waiver_needs_a_reason() {
+        let _ = sh("true").stdout_any(" ");
+    }
+
+    #[test]
+    #[should_panic(expected = "(stdout not checked: parsed below)")]
+    fn a_failure_names_the_waivers_and_why() {
+        sh("echo out; exit 2").stdout_any("parsed below").run();
+    }
+
+    #[test]
     #[should_panic(expected = "status should be Code(0)")]
     fn undeclared_failure_fails_the_run() {
         sh("exit 3").run();
