@@ -589,7 +589,7 @@ fn status_shows_a_run_in_a_long_script_and_forgets_it_after_sigkill() {
             .contains("ralph:think")
     });
     let o = status(&p, &[])
-        .stdout_contains("PID    PROJECT ")
+        .stdout_contains("PID ")
         .stdout_contains("  ralph:think  ")
         .run();
     let lines: Vec<&str> = o.stdout.lines().collect();
