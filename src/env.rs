@@ -55,6 +55,7 @@ fn read_bytes(
         Err(Failure::Interrupted(signal)) => Err(Error::Interrupted { signal }),
         Err(Failure::TooLarge) => Err(Error::EnvFileTooLarge {
             path: path.to_path_buf(),
+            limit: bounded_read::LIMIT_TEXT,
         }),
         Err(Failure::Io(err)) => Err(Error::EnvFileUnreadable {
             path: path.to_path_buf(),

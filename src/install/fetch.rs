@@ -136,6 +136,7 @@ fn clone(url: &str, dest: &Path, limits: &Limits) -> Result<PathBuf, Error> {
             return Err(Error::InstallStalled {
                 what: format!("git clone of {shown}"),
                 secs: limits.stall_secs,
+                min_speed: MIN_SPEED,
             });
         }
         return Err(Error::GitClone {
@@ -340,6 +341,7 @@ fn download(url: &str, file: &Path, headers: &Path, limits: &Limits) -> Result<(
             return Err(Error::InstallStalled {
                 what: format!("download of {shown}"),
                 secs: limits.stall_secs,
+                min_speed: MIN_SPEED,
             })
         }
         // 63: the announced size is over --max-filesize.
