@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::thread;
 
-use crate::error::Error;
-use crate::install::archive::{self, ExtractError};
+use crate::error::{Error, ExtractError};
+use crate::install::archive;
 use crate::install::limits::{Limits, MIN_SPEED};
 use crate::install::redact;
 use crate::install::source::Source;
