@@ -21,6 +21,7 @@ mod messages;
 mod names;
 mod output;
 mod package_json;
+mod path_search;
 mod proc;
 mod report;
 mod resolve;
