@@ -9,7 +9,7 @@
 use std::ffi::OsString;
 
 use crate::cli::command::{Command, Shell, SHELLS};
-use crate::cli::flags::{self, Doc, Flag, HelpAt, Parsed};
+use crate::cli::flags::{self, Doc, Flag, HelpAt, Parsed, Row};
 use crate::cli::run_flags;
 use crate::install::InstallArgs;
 use crate::json_query;
@@ -54,8 +54,8 @@ pub enum Operand {
     Words(&'static [&'static str]),
 }
 
-fn docs<T>(flags: Vec<&Flag<T>>) -> Vec<Doc> {
-    flags.into_iter().map(Flag::doc).collect()
+fn docs<'a, R: Row + 'a>(rows: impl IntoIterator<Item = &'a R>) -> Vec<Doc> {
+    rows.into_iter().map(Row::doc).collect()
 }
 
 /// The table, in help order.
@@ -171,7 +171,7 @@ scripts: `$LOOPX_BIN output --result \"$summary\" --goto review`. At least
 one option is needed. The goto target is checked when the loop follows it,
 not here. A value may start with '-' (even -h).",
     after: "",
-    options: || docs(OUTPUT_FLAGS.iter().collect()),
+    options: || docs(OUTPUT_FLAGS),
     help_at: HelpAt::OptionPosition,
     operand: Operand::Nothing,
     see: "loopx output --help",
@@ -380,17 +380,17 @@ Installs the workflows of <source> into .loopx/ (created when missing).
 
 Sources:
   <org>/<repo>                   GitHub shorthand, cloned from
-                             https://github.com/<org>/<repo>.git
-                             (write the full URL for a .git name)
+                                 https://github.com/<org>/<repo>.git
+                                 (write the full URL for a .git name)
   https://github.com/<o>/<r>     a repository on github.com, gitlab.com or
-                             bitbucket.org (optionally .git or a
-                             trailing /); other paths there are not git
+                                 bitbucket.org (optionally .git or a
+                                 trailing /); other paths there are not git
   <any URL ending in .git>       any other git repository (https, ssh, git,
-                             file, or user@host:path.git)
+                                 file, or user@host:path.git)
   <URL of a .tar.gz or .tgz>     a tarball over http(s) or file; the query
-                             and fragment are ignored for the name
+                                 and fragment are ignored for the name
   /path, ./path, ../path         a local directory, copied like a clone of
-                             it (.git skipped, links must stay inside)
+                                 it (.git skipped, links must stay inside)
 Git sources are cloned with the system git (shallow, no prompts); tarballs
 are downloaded with the system curl (redirects followed) and extracted by
 loopx, refusing entries that would land outside the archive.
@@ -406,7 +406,7 @@ replaces only existing workflows, never other files or directories), and
 the workflow's package.json loopx range. All problems are listed at once.
 Each installed workflow is printed on stdout. Dependencies are not installed:
 run `npm install` in the workflow directory if it needs any.",
-    options: || docs(INSTALL_FLAGS.iter().collect()),
+    options: || docs(INSTALL_FLAGS),
     help_at: HelpAt::Anywhere,
     operand: Operand::Directories,
     see: "loopx install --help",
@@ -485,7 +485,7 @@ const STATUS: Subcommand = Subcommand {
 Lists the loopx runs of this user that are alive now, then the runs that
 ended early and can be resumed with `loopx resume`.",
     after: "",
-    options: || docs(STATUS_FLAGS.iter().collect()),
+    options: || docs(STATUS_FLAGS),
     help_at: HelpAt::OptionPosition,
     operand: Operand::Nothing,
     see: "loopx status --help",
@@ -541,8 +541,8 @@ reverses it). Exit status 1 for a document that is not JSON (without
 
 Example:
   claude -p --output-format stream-json --verbose <prompt.md |
-loopx json --lines .type .message.content.0.name",
-    options: || docs(JSON_FLAGS.iter().collect()),
+    loopx json --lines .type .message.content.0.name",
+    options: || docs(JSON_FLAGS),
     help_at: HelpAt::OptionPosition,
     operand: Operand::Nothing,
     see: "loopx json --help",
@@ -628,14 +628,14 @@ const COMPLETIONS: Subcommand = Subcommand {
 Prints a completion script for the shell: subcommands, their options and,
 for `loopx run`, the workflows and scripts of the current project.
   bash  eval \"$(loopx completions bash)\" in ~/.bashrc, or save it as
-    ~/.local/share/bash-completion/completions/loopx
+        ~/.local/share/bash-completion/completions/loopx
   zsh   save it as _loopx in a directory of $fpath (before compinit)
   fish  save it as ~/.config/fish/completions/loopx.fish
 The scripts ask `loopx completions --targets` for the targets as they
 complete: it prints each `workflow` and `workflow:script` of ./.loopx/,
 one a line, and nothing (exit 0) where there is none.",
     after: "",
-    options: || docs(COMPLETIONS_FLAGS.iter().collect()),
+    options: || docs(COMPLETIONS_FLAGS),
     help_at: HelpAt::OptionPosition,
     operand: Operand::Words(SHELLS),
     see: "loopx completions --help",
