@@ -31,6 +31,7 @@ mod runtime;
 mod script_env;
 mod self_exe;
 mod semver_range;
+mod state_file;
 mod status;
 mod target;
 #[cfg(test)]
