@@ -327,7 +327,8 @@ fn open_rw(path: &Path, create: bool, limit: u64) -> io::Result<File> {
         .create(create)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)?;
+        .open(path)
+        .map_err(state_file::said_plainly)?;
     state_file::check(&file, limit)?;
     Ok(file)
 }

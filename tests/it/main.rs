@@ -29,6 +29,7 @@ mod resume;
 mod run_loop;
 mod shim;
 mod signals;
+mod state_files;
 mod unattended;
 mod version_check;
 mod waits;
