@@ -175,7 +175,7 @@ impl Record {
             .num("waits", self.waits)
             .raw("wait_until_ms", wait.as_deref().unwrap_or("null"))
             .num("active_ms", self.active_ms)
-            .raw("cost_usd", &json::number_to_js_string(self.cost_usd))
+            .raw("cost_usd", &json::number_json(self.cost_usd))
             .int("started_ms", self.started_ms)
             .int("updated_ms", self.updated_ms)
             .raw("ended", ended.as_deref().unwrap_or("null"))
@@ -262,7 +262,7 @@ fn object_json(v: &Value) -> Option<String> {
         o = match value {
             Value::Null => o.raw(k, "null"),
             Value::Bool(b) => o.bool(k, *b),
-            Value::Number(n) => o.raw(k, &json::number_to_js_string(*n)),
+            Value::Number(n) => o.raw(k, &json::number_json(*n)),
             Value::String(s) => o.str(k, s),
             _ => return None,
         };

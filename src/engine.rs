@@ -362,6 +362,14 @@ impl Loop<'_> {
                         self.cost += c;
                         self.cost_reported = true;
                     }
+                    if ext.cost_ignored && ext.invalid.is_none() {
+                        // The value is not quoted: it is the script's text.
+                        messages::warn(&format!(
+                            "{label} reported a cost_usd that is not a number from 0 to {}; \
+                             it is not counted",
+                            wait::MAX_DOLLARS_TEXT
+                        ));
+                    }
                     // §2.3: stop ends the loop whatever else the output asks.
                     let Some(retry_after) = ext.retry_after.filter(|_| !out.stop) else {
                         self.report.iteration_output(&run, structured);

@@ -52,7 +52,9 @@ fn main() {
         Ok(()) => 0,
         Err(err) => {
             if !err.is_silent() {
-                let _ = writeln!(io::stderr(), "loopx: error: {err}");
+                // Escaped: an error may quote a file's or a script's text.
+                let text = err.to_string();
+                let _ = writeln!(io::stderr(), "loopx: error: {}", text::terminal_safe(&text));
             }
             err.exit_code()
         }

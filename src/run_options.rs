@@ -84,7 +84,7 @@ impl RunOptions {
     pub fn saved(&self) -> String {
         let ms = |d: Option<Duration>| d.map(|d| d.as_millis() as u64);
         let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.to_string_lossy().into_owned());
-        let cost = self.max_cost.map(json::number_to_js_string);
+        let cost = self.max_cost.map(json::number_json);
         Object::default()
             .opt_num("max_iterations", self.max_iterations)
             .opt_str("env_file", path(&self.env_file).as_deref())

@@ -438,7 +438,7 @@ fn resumable_json(r: &Record) -> String {
         .str("reason", reason)
         .raw("exit_code", &code)
         .str("ended", &clock::format_ms(u64::try_from(at).unwrap_or(0)))
-        .raw("cost_usd", &json::number_to_js_string(r.cost_usd))
+        .raw("cost_usd", &json::number_json(r.cost_usd))
         .str("resume", &format!("loopx resume {}", r.run_id))
         .finish()
 }
