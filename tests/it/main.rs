@@ -14,6 +14,7 @@ mod env;
 mod escapees;
 mod fleet;
 mod front_door;
+mod hostile;
 mod hosts;
 mod install;
 mod install_faults;
