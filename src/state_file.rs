@@ -93,6 +93,28 @@ pub fn private_dir(dir: &Path) -> Result<bool, DirProblem> {
     }
 }
 
+/// Makes sure the existing `dir` is the user's and that no one else can
+/// write it: for caches of code (js_assets.rs), where a directory others
+/// may read is fine but one they may write is not (they could swap a file
+/// after it was checked). One of ours writable by others loses that write
+/// permission; a read-only one stays read-only. `Ok(false)` when missing.
+pub fn unwritable_by_others(dir: &Path) -> Result<bool, DirProblem> {
+    let meta = match fs::symlink_metadata(dir) {
+        Ok(meta) => meta,
+        Err(_) => return Ok(false),
+    };
+    match dir_problem(&meta, sys::uid()) {
+        None => Ok(true),
+        Some(DirProblem::Open(mode)) if mode & 0o022 == 0 => Ok(true),
+        Some(DirProblem::Open(mode)) => {
+            fs::set_permissions(dir, fs::Permissions::from_mode(mode & 0o7755))
+                .map(|()| true)
+                .map_err(|_| DirProblem::Open(mode))
+        }
+        Some(problem) => Err(problem),
+    }
+}
+
 /// Why a file is not read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FileProblem {
