@@ -49,33 +49,37 @@ fn dir_path(uid: u32) -> PathBuf {
 }
 
 /// The state directory, created private to the user if missing; None when
-/// it cannot be made or is not safely ours (someone else's, a symlink: in
-/// a shared temporary directory anyone may have made `loopx-<uid>` first).
-/// One of ours that lost its privacy is made private again
-/// (state_file::private_dir).
+/// it cannot be made or is not safely ours (someone else's, a symlink, open
+/// to others: in a shared temporary directory anyone may have made
+/// `loopx-<uid>` first, or planted links in one left open; unlike the
+/// checkpoint directory it is not repaired, and `loopx status` names it).
 pub fn dir() -> Option<PathBuf> {
-    let dir = dir_path(sys::uid());
+    let uid = sys::uid();
+    let dir = dir_path(uid);
     match fs::DirBuilder::new().mode(0o700).create(&dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(_) => return None,
     }
-    state_file::private_dir(&dir).ok()?.then_some(dir)
+    let meta = fs::symlink_metadata(&dir).ok()?;
+    state_file::dir_problem(&meta, uid).is_none().then_some(dir)
 }
 
 /// The state directory as `loopx status` reads it: None when there is none
 /// (no run has made it), an error naming it when it is there but not used
 /// (runs then keep no state, so an empty list would be a lie).
 fn dir_to_list() -> Result<Option<PathBuf>, Error> {
-    let dir = dir_path(sys::uid());
-    match state_file::private_dir(&dir) {
-        Ok(true) => Ok(Some(dir)),
-        Ok(false) => Ok(None),
-        Err(problem) => Err(Error::StateDirNotUsed {
-            dir,
-            why: problem.to_string(),
-        }),
-    }
+    let uid = sys::uid();
+    let dir = dir_path(uid);
+    let why = match fs::symlink_metadata(&dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => format!("it cannot be examined ({e})"),
+        Ok(meta) => match state_file::dir_problem(&meta, uid) {
+            None => return Ok(Some(dir)),
+            Some(problem) => problem.to_string(),
+        },
+    };
+    Err(Error::StateDirNotUsed { dir, why })
 }
 
 /// A process's start time (clock ticks since boot, /proc/<pid>/stat field
@@ -156,7 +160,7 @@ fn replace(tmp: &Path, path: &Path, body: &str) {
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .custom_flags(libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(tmp)
         .and_then(|mut f| f.write_all(body.as_bytes()))
         .and_then(|()| fs::rename(tmp, path));
