@@ -442,6 +442,12 @@ impl Keeper {
         &self.record
     }
 
+    /// The locked descriptor. The engine hands a copy to the run's scripts,
+    /// so the lock lives as long as any process of the run does (resume.rs).
+    pub fn lock_fd(&self) -> std::os::fd::RawFd {
+        self.ckpt.file.as_raw_fd()
+    }
+
     pub fn save(&mut self, p: &Progress) {
         if self.broken {
             return;

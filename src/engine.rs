@@ -24,6 +24,7 @@ use crate::proc::shim_parent;
 use crate::proc::signals::Signals;
 use crate::proc::supervisor::{self, Ending, Finished, Supervisor};
 use crate::proc::terminal::Terminal;
+use crate::proc::{descendants, watcher};
 use crate::report::{self, Done, Reporter, ScriptRun};
 use crate::resolve::{self, Resolved};
 use crate::resume;
@@ -797,6 +798,18 @@ fn run_loop(
     if resumed.is_none() && observer.keeps_checkpoint() {
         ended.keeper = new_keeper(run_id, project_root, opts);
     }
+    // Every process of the run holds a copy of the checkpoint's lock, which
+    // a script cannot shed the way it can shed LOOPX_RUN_ID: resume refuses
+    // while any of them lives (resume.rs).
+    let _run_lock = ended
+        .keeper
+        .as_ref()
+        .and_then(|k| watcher::dup_inheritable(k.lock_fd()).ok());
+    // What loopx has below it before its first script is not the run's to
+    // end; nor is the watcher, which ends the run if loopx dies.
+    let mut spared = descendants::children_now();
+    let watcher = watcher::Watcher::start();
+    spared.extend(watcher.as_ref().map(watcher::Watcher::pid));
     let active_before = Duration::from_millis(resumed.as_ref().map_or(0, |r| r.active_ms));
     let mut lp = Loop {
         opts,
@@ -827,6 +840,7 @@ fn run_loop(
         started: Instant::now(),
         report,
     };
+    lp.sup.spare(spared);
     let result = lp.iterate(
         &d,
         start,

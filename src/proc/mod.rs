@@ -1,6 +1,7 @@
 //! Running scripts as processes: the one poll loop, spawning and process
 //! groups, signals, the shared terminal, descendants that left the group,
-//! and the npm shim's parent watch.
+//! the npm shim's parent watch, and the watcher that outlives a killed
+//! loopx.
 
 pub mod bounded_read;
 pub mod descendants;
@@ -9,3 +10,4 @@ pub mod shim_parent;
 pub mod signals;
 pub mod supervisor;
 pub mod terminal;
+pub mod watcher;
