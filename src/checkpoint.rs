@@ -314,7 +314,8 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
-    fn path(dir: &Path, id: &str) -> PathBuf {
+    /// Where run `id`'s checkpoint is.
+    pub fn path(dir: &Path, id: &str) -> PathBuf {
         dir.join(format!("{id}.ckpt"))
     }
 
