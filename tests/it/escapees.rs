@@ -171,7 +171,7 @@ fn sigkill_of_loopx_leaves_no_process_of_its_run() {
     let script = read_pid(&p, "script.pid");
     let esc = escapee(&p);
     let child = read_pid(&p, "child.pid");
-    let watcher = watcher_of(run.pid()).expect("loopx has a watcher");
+    let watcher = watcher_of(run.pid());
     run.signal(libc::SIGKILL);
     run.finish();
     assert_all_gone_within(
@@ -186,6 +186,7 @@ fn sigkill_of_loopx_leaves_no_process_of_its_run() {
         Duration::from_secs(1),
     );
     // Its work done, the watcher exits within a second.
+    let watcher = watcher.expect("loopx had a watcher");
     assert_all_gone_within("the watcher", &[watcher], Duration::from_secs(1));
 }
 

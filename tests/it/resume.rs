@@ -269,6 +269,7 @@ fn resume_refuses_while_a_process_of_the_run_lives_even_one_without_the_run_id()
         .stderr_contains("w:index")
         .run();
     let bg = read_pid(&p, "bg.pid");
+    let _end = KillOnDrop(bg);
     wait_until("the job dropped the run id", || {
         fs::read(format!("/proc/{bg}/environ"))
             .is_ok_and(|e| !e.windows(12).any(|w| w == b"LOOPX_RUN_ID"))
@@ -282,4 +283,17 @@ fn resume_refuses_while_a_process_of_the_run_lives_even_one_without_the_run_id()
     unsafe { libc::kill(bg, libc::SIGKILL) };
     wait_until("the job is gone", || !alive(bg));
     p.loopx(&["resume"]).stdout("").run();
+}
+
+/// Kills a process the test's run left behind when the test ends, passed
+/// or failed.
+struct KillOnDrop(i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if alive(self.0) {
+            // SAFETY: signalling a process this test's script started.
+            unsafe { libc::kill(self.0, libc::SIGKILL) };
+        }
+    }
 }
