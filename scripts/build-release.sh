@@ -24,8 +24,9 @@ ALL_TARGETS=(
   x86_64-apple-darwin
   aarch64-apple-darwin
 )
-# Budget for the stripped x86_64 musl binary, in bytes (1.5 MB).
-SIZE_LIMIT=1500000
+# Budget for the stripped x86_64 musl binary, in bytes (1.53 MB: 1.5 MB,
+# plus the run's watcher and the resume lock check, issue 32).
+SIZE_LIMIT=1530000
 
 usage() {
   cat <<EOF

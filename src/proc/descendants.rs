@@ -86,26 +86,26 @@ pub fn targets(
             }
         }
     }
-    grouped(&below, skip_group, procs)
+    grouped(|pid| below.contains(&pid), skip_group, procs)
 }
 
-/// The live processes of `set` as targets: a process group made only of
-/// them is signalled as a whole, others pid by pid.
+/// The live processes of a set (`is_in`) as targets: a process group made
+/// only of them is signalled as a whole, others pid by pid.
 pub fn grouped(
-    set: &HashSet<libc::pid_t>,
+    is_in: impl Fn(libc::pid_t) -> bool,
     skip_group: Option<libc::pid_t>,
     procs: &[Proc],
 ) -> Targets {
-    // A group qualifies when no live process outside `set` is in it.
+    // A group qualifies when no live process outside the set is in it.
     let mut foreign: HashSet<libc::pid_t> = HashSet::new();
     for p in procs {
-        if !p.zombie && !set.contains(&p.pid) {
+        if !p.zombie && !is_in(p.pid) {
             foreign.insert(p.pgid);
         }
     }
     let mut t = Targets::default();
     for p in procs {
-        if p.zombie || !set.contains(&p.pid) || Some(p.pgid) == skip_group {
+        if p.zombie || !is_in(p.pid) || Some(p.pgid) == skip_group {
             continue;
         }
         if foreign.contains(&p.pgid) {

@@ -20,7 +20,6 @@
 //!
 //! Linux only (it reads /proc); elsewhere no watcher starts.
 
-use std::collections::HashSet;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -307,7 +306,7 @@ fn loopx_died(mark: RawFd) -> bool {
 fn end_the_run(orders: &Orders) {
     let mark = mark_name(orders.mark);
     let start = Instant::now();
-    let mut termed: HashSet<libc::pid_t> = HashSet::new();
+    let mut termed: Vec<libc::pid_t> = Vec::new();
     // SAFETY: closing the watcher's own copy of the mark: it must not count
     // itself among the run's processes, and needs the pipe no more.
     unsafe {
@@ -317,7 +316,7 @@ fn end_the_run(orders: &Orders) {
         let procs = descendants::snapshot();
         // SAFETY: getpid cannot fail.
         let me = unsafe { libc::getpid() };
-        let run = run_processes(&procs, &marked(&mark), orders, me);
+        let run = run_processes(&procs, &marked(mark), orders, me);
         if run.is_empty() {
             return;
         }
@@ -325,35 +324,37 @@ fn end_the_run(orders: &Orders) {
         if late && start.elapsed() >= GRACE + KILL_WAIT {
             return;
         }
+        let is_run = |pid| run.binary_search(&pid).is_ok();
         if late {
-            descendants::signal(&descendants::grouped(&run, None, &procs), libc::SIGKILL);
+            descendants::signal(&descendants::grouped(is_run, None, &procs), libc::SIGKILL);
         } else {
-            let fresh: HashSet<libc::pid_t> = run.difference(&termed).copied().collect();
-            let t = descendants::grouped(&fresh, None, &procs);
+            // SIGTERM once to each, as it is found.
+            let fresh = |pid| is_run(pid) && !termed.contains(&pid);
+            let t = descendants::grouped(fresh, None, &procs);
             descendants::signal(&t, libc::SIGTERM);
             descendants::signal(&t, libc::SIGCONT);
-            termed.extend(fresh);
+            termed.extend_from_slice(&run);
         }
         std::thread::sleep(TICK);
     }
 }
 
-/// How /proc shows a descriptor of the mark's pipe: `pipe:[<inode>]`.
-fn mark_name(mark: RawFd) -> String {
+/// The mark's pipe, as (device, inode).
+fn mark_name(mark: RawFd) -> (u64, u64) {
     // SAFETY: fstat into a zeroed stat struct.
-    let ino = unsafe {
+    unsafe {
         let mut st: libc::stat = std::mem::zeroed();
         if libc::fstat(mark, &mut st) != 0 {
-            return String::new();
+            return (0, 0);
         }
-        st.st_ino
-    };
-    format!("pipe:[{ino}]")
+        (st.st_dev, st.st_ino)
+    }
 }
 
-/// The processes that hold a descriptor shown as `name`.
-fn marked(name: &str) -> HashSet<libc::pid_t> {
-    let mut found = HashSet::new();
+/// The processes that hold a descriptor of the pipe `name`, sorted.
+fn marked(name: (u64, u64)) -> Vec<libc::pid_t> {
+    use std::os::unix::fs::MetadataExt;
+    let mut found = Vec::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return found;
     };
@@ -366,52 +367,54 @@ fn marked(name: &str) -> HashSet<libc::pid_t> {
         };
         let holds = fds
             .flatten()
-            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == name));
+            .any(|fd| std::fs::metadata(fd.path()).is_ok_and(|m| (m.dev(), m.ino()) == name));
         if holds {
-            found.insert(pid);
+            found.push(pid);
         }
     }
+    found.sort_unstable();
     found
 }
 
-/// The run's live processes in `procs`: those `marked`, then their
-/// descendants and the other members of their process groups and sessions
-/// (not loopx's own, nor the watcher's), until nothing more joins.
+/// The run's live processes in `procs`, sorted: those `marked` (sorted),
+/// then their descendants and the other members of their process groups
+/// and sessions (not loopx's own, nor the watcher's), until nothing more
+/// joins.
 fn run_processes(
     procs: &[Proc],
-    marked: &HashSet<libc::pid_t>,
+    marked: &[libc::pid_t],
     orders: &Orders,
     me: libc::pid_t,
-) -> HashSet<libc::pid_t> {
+) -> Vec<libc::pid_t> {
     let never = |p: &Proc| p.zombie || p.pid == me || p.pid == orders.loopx || p.pid == 1;
-    let mut run: HashSet<libc::pid_t> = procs
+    let mut run: Vec<libc::pid_t> = procs
         .iter()
-        .filter(|p| !never(p) && marked.contains(&p.pid))
+        .filter(|p| !never(p) && marked.binary_search(&p.pid).is_ok())
         .map(|p| p.pid)
         .collect();
+    run.sort_unstable();
     loop {
-        let groups: HashSet<libc::pid_t> = procs
-            .iter()
-            .filter(|p| run.contains(&p.pid) && p.pgid != orders.pgid && p.pgid != me)
-            .map(|p| p.pgid)
-            .collect();
-        let sessions: HashSet<libc::pid_t> = procs
-            .iter()
-            .filter(|p| run.contains(&p.pid) && p.sid != orders.sid)
-            .map(|p| p.sid)
-            .collect();
+        let (mut groups, mut sessions) = (Vec::new(), Vec::new());
+        for p in procs.iter().filter(|p| run.binary_search(&p.pid).is_ok()) {
+            if p.pgid != orders.pgid && p.pgid != me {
+                groups.push(p.pgid);
+            }
+            if p.sid != orders.sid {
+                sessions.push(p.sid);
+            }
+        }
+        let in_run = |pid: libc::pid_t| run.binary_search(&pid).is_ok();
         let joining: Vec<libc::pid_t> = procs
             .iter()
-            .filter(|p| !never(p) && !run.contains(&p.pid))
-            .filter(|p| {
-                run.contains(&p.ppid) || groups.contains(&p.pgid) || sessions.contains(&p.sid)
-            })
+            .filter(|p| !never(p) && !in_run(p.pid))
+            .filter(|p| in_run(p.ppid) || groups.contains(&p.pgid) || sessions.contains(&p.sid))
             .map(|p| p.pid)
             .collect();
         if joining.is_empty() {
             return run;
         }
         run.extend(joining);
+        run.sort_unstable();
     }
 }
 
@@ -471,11 +474,7 @@ mod tests {
             pgid: 90,
             sid: 80,
         };
-        let marked: HashSet<i32> = [200, 300, 500].into();
-        let mut run: Vec<i32> = run_processes(&procs, &marked, &orders, 500)
-            .into_iter()
-            .collect();
-        run.sort_unstable();
+        let run = run_processes(&procs, &[200, 300, 500], &orders, 500);
         assert_eq!(run, [199, 200, 201, 300, 310]);
     }
 }
