@@ -1270,8 +1270,11 @@ fn the_action_refuses_a_control_character_in_any_input_before_anything_runs() {
         if input != "target" && step == "run" {
             inputs.push(("target", "ok"));
         }
+        // The annotation shows the value escaped (`%0A`); in the workflow
+        // command itself that `%` is `%25`, as Actions' escaping wants.
         let expected = format!(
-            "::error title=loopx::the input {input} holds a control character: '{name_shown}'\n"
+            "::error title=loopx::the input {input} holds a control character: '{}'\n",
+            name_shown.replace('%', "%25")
         );
         let out = job.step(step, &inputs, |r| r.status(1).stdout(&expected));
         assert!(out.outputs.is_empty(), "{input}: {:?}", out.outputs);
@@ -1319,4 +1322,29 @@ fn the_action_writes_hostile_text_into_outputs_and_summary_safely() {
         .map(|e| fs::read_to_string(e.path()).unwrap())
         .collect::<String>();
     assert!(raw.lines().all(|l| !l.starts_with("log-path=/")), "{raw}");
+}
+
+#[test]
+fn pods_run_without_privileges_or_an_api_token() {
+    for file in ["kubernetes-indexed-job.yml", "kubernetes-cronjob.yml"] {
+        let pod = &job_spec(file)["template"]["spec"];
+        assert_eq!(pod["automountServiceAccountToken"], false, "{file}");
+        let sc = &pod["securityContext"];
+        assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault", "{file}");
+        assert_eq!(sc["runAsNonRoot"], true, "{file}");
+        // Checkpoints live on the claim, which fsGroup makes writable.
+        assert_eq!(sc["fsGroup"], 1000, "{file}");
+        let containers = pod["containers"].as_array().unwrap().iter();
+        let init = pod["initContainers"].as_array().into_iter().flatten();
+        for c in containers.chain(init) {
+            let name = &c["name"];
+            let csc = &c["securityContext"];
+            assert_eq!(csc["allowPrivilegeEscalation"], false, "{file} {name}");
+            assert_eq!(
+                csc["capabilities"]["drop"],
+                serde_json::json!(["ALL"]),
+                "{file} {name}"
+            );
+        }
+    }
 }
