@@ -798,17 +798,13 @@ fn run_loop(
     if resumed.is_none() && observer.keeps_checkpoint() {
         ended.keeper = new_keeper(run_id, project_root, opts);
     }
-    // Every process of the run holds a copy of the checkpoint's lock, which
-    // a script cannot shed the way it can shed LOOPX_RUN_ID: resume refuses
-    // while any of them lives (resume.rs).
-    let _run_lock = ended
-        .keeper
-        .as_ref()
-        .and_then(|k| watcher::dup_inheritable(k.lock_fd()).ok());
     // What loopx has below it before its first script is not the run's to
-    // end; nor is the watcher, which ends the run if loopx dies.
+    // end; nor is the watcher, which ends the run if loopx dies. Every
+    // process of the run inherits a copy of the checkpoint's lock (the
+    // watcher's mark), which a script cannot shed the way it can shed
+    // LOOPX_RUN_ID: resume refuses while any of them lives (resume.rs).
     let mut spared = descendants::children_now();
-    let watcher = watcher::Watcher::start();
+    let watcher = watcher::Watcher::start(ended.keeper.as_ref().map(Keeper::lock_fd));
     spared.extend(watcher.as_ref().map(watcher::Watcher::pid));
     let active_before = Duration::from_millis(resumed.as_ref().map_or(0, |r| r.active_ms));
     let mut lp = Loop {

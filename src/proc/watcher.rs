@@ -11,8 +11,9 @@
 //!   grace period of §7.3, then SIGKILL; then it exits.
 //!
 //! Which processes are the run's, once loopx is gone and its children have
-//! been re-parented: every script inherits the pipe's read end (the mark),
-//! and so does what it starts, setsid escapees and double-forked daemons
+//! been re-parented: every script inherits one descriptor of loopx's, the
+//! mark (the checkpoint's locked descriptor, resume.rs; without a
+//! checkpoint, the pipe's read end), and so does what it starts, setsid escapees and double-forked daemons
 //! included; from those, their descendants, and the members of process
 //! groups and sessions they are in (never loopx's own group or session,
 //! which hold its shell and the user's other jobs). Processes that existed
@@ -47,21 +48,22 @@ pub struct Watcher {
     pid: libc::pid_t,
     /// The write end; only loopx holds it (close-on-exec).
     alive: Option<OwnedFd>,
-    /// The read end, inherited by every script (not close-on-exec).
+    /// The mark, inherited by every script (not close-on-exec).
     mark: Option<OwnedFd>,
 }
 
 impl Watcher {
-    /// Starts the watcher of this run. None when it cannot (no /proc, fork
-    /// failed): the run goes on unwatched, as before watchers existed.
-    pub fn start() -> Option<Watcher> {
+    /// Starts the watcher of this run; `lock` is the checkpoint's locked
+    /// descriptor, if the run keeps one: its copy is the mark. None when
+    /// it cannot start (no /proc, spawn failed): the run goes on unwatched,
+    /// as before watchers existed.
+    pub fn start(lock: Option<RawFd>) -> Option<Watcher> {
         if !cfg!(target_os = "linux") {
             return None;
         }
         let (read, alive) = pipe().ok()?;
-        let mark = dup_inheritable(read.as_raw_fd()).ok()?;
-        drop(read);
-        let pid = spawn(mark.as_raw_fd()).ok()?;
+        let mark = dup_inheritable(lock.unwrap_or(read.as_raw_fd())).ok()?;
+        let pid = spawn(read.as_raw_fd(), mark.as_raw_fd()).ok()?;
         Some(Watcher {
             pid,
             alive: Some(alive),
@@ -121,7 +123,7 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 
 /// A copy of `fd` that children inherit, at `MARK_MIN_FD` or above when the
 /// descriptor limit allows.
-pub fn dup_inheritable(fd: RawFd) -> io::Result<OwnedFd> {
+fn dup_inheritable(fd: RawFd) -> io::Result<OwnedFd> {
     // SAFETY: F_DUPFD on a descriptor the caller owns returns a fresh one
     // (without FD_CLOEXEC), owned here.
     unsafe {
@@ -136,11 +138,12 @@ pub fn dup_inheritable(fd: RawFd) -> io::Result<OwnedFd> {
     }
 }
 
-/// What the watcher is told on its command line: the mark's descriptor,
-/// and loopx's pid, process group and session.
+/// What the watcher is told on its command line: the pipe's read end, the
+/// mark's device and inode, and loopx's pid, process group and session.
 #[derive(Debug, PartialEq, Eq)]
 struct Orders {
-    mark: RawFd,
+    pipe: RawFd,
+    mark: (u64, u64),
     loopx: libc::pid_t,
     pgid: libc::pid_t,
     sid: libc::pid_t,
@@ -154,12 +157,18 @@ fn ids() -> [libc::pid_t; 3] {
 /// Starts the watcher: this binary again (/proc/self/exe), argv[0]
 /// `loopx-watcher`, in a process group of its own (a Ctrl-C or a signal to
 /// loopx's group must not end it), in `/`, with /dev/null for stdio (it
-/// must hold neither loopx's stdout nor its terminal).
-fn spawn(mark: RawFd) -> io::Result<libc::pid_t> {
+/// must hold neither loopx's stdout nor its terminal). `pipe` is
+/// close-on-exec: the watcher gets it as the copy at `mark` when there is
+/// no checkpoint, else as a copy made here.
+fn spawn(pipe: RawFd, mark: RawFd) -> io::Result<libc::pid_t> {
     let [pid, pgid, sid] = ids();
+    let (dev, ino) = file_id(mark);
+    let inherited = dup_inheritable(pipe)?;
     let args: Vec<CString> = [
         NAME.to_string(),
-        mark.to_string(),
+        inherited.as_raw_fd().to_string(),
+        dev.to_string(),
+        ino.to_string(),
         pid.to_string(),
         pgid.to_string(),
         sid.to_string(),
@@ -217,15 +226,17 @@ fn spawn(mark: RawFd) -> io::Result<libc::pid_t> {
 
 /// The orders in a watcher's argv, or None when this process is not one.
 fn orders(args: &[std::ffi::OsString]) -> Option<Orders> {
-    let [name, mark, loopx, pgid, sid] = args else {
+    let [name, pipe, dev, ino, loopx, pgid, sid] = args else {
         return None;
     };
     if name != NAME {
         return None;
     }
     let num = |s: &std::ffi::OsString| s.to_str()?.parse().ok();
+    let id = |s: &std::ffi::OsString| s.to_str()?.parse().ok();
     Some(Orders {
-        mark: num(mark)?,
+        pipe: num(pipe)?,
+        mark: (id(dev)?, id(ino)?),
         loopx: num(loopx)?,
         pgid: num(pgid)?,
         sid: num(sid)?,
@@ -239,8 +250,8 @@ pub fn run_if_watcher() {
     let Some(orders) = orders(&args) else {
         return;
     };
-    settle(orders.mark);
-    if loopx_died(orders.mark) {
+    settle(orders.pipe);
+    if loopx_died(orders.pipe) {
         end_the_run(&orders);
     }
     std::process::exit(0);
@@ -249,7 +260,7 @@ pub fn run_if_watcher() {
 /// The watcher's own setup: a name of its own (so `pkill -x loopx` does not
 /// take it along), deaf to the signals that end loopx, holding no
 /// descriptor but the mark and /dev/null.
-fn settle(mark: RawFd) {
+fn settle(pipe: RawFd) {
     // SAFETY: prctl with a NUL-terminated name; sigaction with a zeroed,
     // valid struct setting SIG_IGN; closing descriptors this fresh process
     // inherited and does not use.
@@ -267,7 +278,7 @@ fn settle(mark: RawFd) {
             libc::sigaction(*sig, &ignore, std::ptr::null_mut());
         }
         for fd in open_fds() {
-            if fd > 2 && fd != mark {
+            if fd > 2 && fd != pipe {
                 libc::close(fd);
             }
         }
@@ -286,11 +297,11 @@ fn open_fds() -> Vec<RawFd> {
 
 /// Waits for loopx's word: true when the pipe ended without it (loopx
 /// died), false when loopx said the run is over.
-fn loopx_died(mark: RawFd) -> bool {
+fn loopx_died(pipe: RawFd) -> bool {
     let mut byte = 0u8;
     loop {
         // SAFETY: reading one byte into a local.
-        let n = unsafe { libc::read(mark, (&mut byte as *mut u8).cast(), 1) };
+        let n = unsafe { libc::read(pipe, (&mut byte as *mut u8).cast(), 1) };
         if n >= 0 {
             return n == 0;
         }
@@ -304,19 +315,18 @@ fn loopx_died(mark: RawFd) -> bool {
 /// each as it is found, SIGKILL once the grace period is over; done when
 /// none is left, or the kernel has had `KILL_WAIT` to finish them.
 fn end_the_run(orders: &Orders) {
-    let mark = mark_name(orders.mark);
     let start = Instant::now();
     let mut termed: Vec<libc::pid_t> = Vec::new();
-    // SAFETY: closing the watcher's own copy of the mark: it must not count
-    // itself among the run's processes, and needs the pipe no more.
+    // SAFETY: closing the watcher's own pipe, which it needs no more (and
+    // which may be the mark).
     unsafe {
-        libc::close(orders.mark);
+        libc::close(orders.pipe);
     }
     loop {
         let procs = descendants::snapshot();
         // SAFETY: getpid cannot fail.
         let me = unsafe { libc::getpid() };
-        let run = run_processes(&procs, &marked(mark), orders, me);
+        let run = run_processes(&procs, &marked(orders.mark), orders, me);
         if run.is_empty() {
             return;
         }
@@ -339,19 +349,20 @@ fn end_the_run(orders: &Orders) {
     }
 }
 
-/// The mark's pipe, as (device, inode).
-fn mark_name(mark: RawFd) -> (u64, u64) {
+/// What `fd` is open on, as (device, inode).
+fn file_id(fd: RawFd) -> (u64, u64) {
     // SAFETY: fstat into a zeroed stat struct.
     unsafe {
         let mut st: libc::stat = std::mem::zeroed();
-        if libc::fstat(mark, &mut st) != 0 {
+        if libc::fstat(fd, &mut st) != 0 {
             return (0, 0);
         }
         (st.st_dev, st.st_ino)
     }
 }
 
-/// The processes that hold a descriptor of the pipe `name`, sorted.
+/// The processes that hold a descriptor of the file `name` (device,
+/// inode), sorted.
 fn marked(name: (u64, u64)) -> Vec<libc::pid_t> {
     use std::os::unix::fs::MetadataExt;
     let mut found = Vec::new();
@@ -436,17 +447,22 @@ mod tests {
     fn only_its_own_argv_makes_a_watcher() {
         let args = |v: &[&str]| v.iter().map(|s| s.into()).collect::<Vec<_>>();
         assert_eq!(
-            orders(&args(&[NAME, "10", "100", "90", "80"])),
+            orders(&args(&[NAME, "10", "7", "42", "100", "90", "80"])),
             Some(Orders {
-                mark: 10,
+                pipe: 10,
+                mark: (7, 42),
                 loopx: 100,
                 pgid: 90,
                 sid: 80
             })
         );
-        assert_eq!(orders(&args(&["loopx", "10", "100", "90", "80"])), None);
-        assert_eq!(orders(&args(&[NAME, "10", "100", "90"])), None);
-        assert_eq!(orders(&args(&[NAME, "x", "100", "90", "80"])), None);
+        let loopx = ["loopx", "10", "7", "42", "100", "90", "80"];
+        assert_eq!(orders(&args(&loopx)), None);
+        assert_eq!(orders(&args(&[NAME, "10", "7", "42", "100", "90"])), None);
+        assert_eq!(
+            orders(&args(&[NAME, "x", "7", "42", "100", "90", "80"])),
+            None
+        );
     }
 
     #[test]
@@ -469,7 +485,8 @@ mod tests {
             p(500, 1, 500, 80),
         ];
         let orders = Orders {
-            mark: 10,
+            pipe: 10,
+            mark: (7, 42),
             loopx: 100,
             pgid: 90,
             sid: 80,
