@@ -15,7 +15,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
-# shellcheck source=dist/action/lib.sh
+# shellcheck disable=SC1091 # lib.sh is checked on its own
 . "$here/lib.sh"
 check_inputs
 

@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+#!/usr/bin/env bash
 # Shared by the loopx action's step scripts (install.sh, run.sh); sourced.
 # Inputs are user text: checked for control characters before anything
 # runs, never written raw where Actions reads commands or outputs.

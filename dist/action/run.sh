@@ -20,7 +20,7 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=dist/action/lib.sh
+# shellcheck disable=SC1091 # lib.sh is checked on its own
 . "$here/lib.sh"
 
 sha256() {
