@@ -199,7 +199,11 @@ fn step_scripts_and_inline_scripts_pass_shellcheck() {
         );
         files.push((p, "bash"));
     }
-    assert_eq!(files.len(), 3, "install.sh, run.sh and lib.sh (which both source)");
+    assert_eq!(
+        files.len(),
+        3,
+        "install.sh, run.sh and lib.sh (which both source)"
+    );
     // The `run:` scripts of action.yml and of the example workflow (bash, as
     // Actions runs them), and the init container's `sh -c` script.
     let mut inline: Vec<(String, &str)> = Vec::new();
