@@ -24,6 +24,7 @@ use crate::proc::shim_parent;
 use crate::proc::signals::Signals;
 use crate::proc::supervisor::{self, Ending, Finished, Supervisor};
 use crate::proc::terminal::Terminal;
+use crate::proc::{descendants, watcher};
 use crate::report::{self, Done, Reporter, ScriptRun};
 use crate::resolve::{self, Resolved};
 use crate::resume;
@@ -814,6 +815,14 @@ fn run_loop(
     if resumed.is_none() && observer.keeps_checkpoint() {
         ended.keeper = new_keeper(run_id, project_root, opts);
     }
+    // What loopx has below it before its first script is not the run's to
+    // end; nor is the watcher, which ends the run if loopx dies. Every
+    // process of the run inherits a copy of the checkpoint's lock (the
+    // watcher's mark), which a script cannot shed the way it can shed
+    // LOOPX_RUN_ID: resume refuses while any of them lives (resume.rs).
+    let mut spared = descendants::children_now();
+    let watcher = watcher::Watcher::start(ended.keeper.as_ref().map(Keeper::lock_fd));
+    spared.extend(watcher.as_ref().map(watcher::Watcher::pid));
     let active_before = Duration::from_millis(resumed.as_ref().map_or(0, |r| r.active_ms));
     let mut lp = Loop {
         opts,
@@ -844,6 +853,7 @@ fn run_loop(
         started: Instant::now(),
         report,
     };
+    lp.sup.spare(spared);
     let result = lp.iterate(
         &d,
         start,

@@ -49,6 +49,9 @@ use cli::Command;
 use error::Error;
 
 fn main() {
+    // The run's watcher is this binary too (proc/watcher.rs): it must not
+    // parse a command line, delegate, or touch a project.
+    proc::watcher::run_if_watcher();
     let code = match dispatch() {
         Ok(()) => 0,
         Err(err) => {
