@@ -1,6 +1,7 @@
 //! loopx: loop scripts that drive agent CLIs. `main` only dispatches; each
 //! concern lives in its own module.
 
+mod agent;
 mod api;
 mod checkpoint;
 mod cli;
