@@ -80,12 +80,14 @@ fn rate_limit(v: &Value, f: &mut Facts, now: u64) {
     if let Some(u) = num_at(v, "rate_limit_info.utilization") {
         super::stream::note_utilization(f, u);
     }
+    let at = num_at(v, "rate_limit_info.resetsAt").filter(|t| t.is_finite());
+    let at = at.map(|t| if t > 1e11 { t / 1000.0 } else { t });
+    if let Some(at) = at.filter(|&t| t > now as f64 && t < 1e11) {
+        f.quota_reset_in = Some((at - now as f64).ceil() as u64);
+    }
     if str_at(v, "rate_limit_info.status") == Some("rejected") {
         f.quota_rejected = true;
-        let at = num_at(v, "rate_limit_info.resetsAt").filter(|t| t.is_finite());
-        if let Some(at) = at.map(|t| if t > 1e11 { t / 1000.0 } else { t }) {
-            f.reset_in = (at > now as f64 && at < 1e11).then(|| (at - now as f64).ceil() as u64);
-        }
+        f.reset_in = f.quota_reset_in;
     }
 }
 

@@ -14,4 +14,7 @@ pub mod gemini;
 pub mod preset;
 pub mod progress;
 pub mod reset;
+pub mod run;
+pub mod state;
 pub mod stream;
+pub mod summary;

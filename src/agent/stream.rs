@@ -61,6 +61,8 @@ pub struct Facts {
     pub tokens_seen: bool,
     /// Seconds from the read's `now` until the reported limit resets.
     pub reset_in: Option<u64>,
+    /// Seconds until the quota window resets, whatever its status.
+    pub quota_reset_in: Option<u64>,
     /// The highest quota utilization reported, in percent.
     pub utilization: Option<f64>,
     /// The CLI said its quota rejected the request (claude rate_limit_event).
@@ -175,8 +177,8 @@ pub fn status_in(text: &str) -> Option<u16> {
     let b = text.as_bytes();
     (0..b.len().saturating_sub(2)).find_map(|i| {
         let digits = &b[i..i + 3];
-        let alone = (i == 0 || !b[i - 1].is_ascii_digit())
-            && !b.get(i + 3).is_some_and(u8::is_ascii_digit);
+        let alone =
+            (i == 0 || !b[i - 1].is_ascii_digit()) && !b.get(i + 3).is_some_and(u8::is_ascii_digit);
         let n = digits.iter().try_fold(0u16, |n, d| {
             d.is_ascii_digit().then(|| n * 10 + u16::from(d - b'0'))
         })?;
