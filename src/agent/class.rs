@@ -47,6 +47,10 @@ impl Class {
         TABLE.into_iter().find(|r| r.0 == self).unwrap_or(TABLE[12])
     }
 
+    pub fn from_name(name: &str) -> Option<Class> {
+        TABLE.iter().find(|r| r.1 == name).map(|r| r.0)
+    }
+
     pub fn name(self) -> &'static str {
         self.row().1
     }

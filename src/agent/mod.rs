@@ -3,8 +3,6 @@
 //! a typed reader per CLI, prints one line of progress per step, and
 //! classifies how it ended (DESIGN.md "Beyond the spec": the agent layer).
 //! docs/agent.md is the interface.
-// Phase 1 lands the pure parts before the subcommand that uses them.
-#![allow(dead_code)]
 
 pub mod class;
 pub mod claude;

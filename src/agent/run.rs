@@ -21,7 +21,7 @@ use crate::proc::signals::Signals;
 
 /// `loopx agent`'s options (docs/agent.md); `None` falls back to the
 /// environment.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 pub struct Args {
     pub agents: Option<String>,
     pub cmd: Option<String>,
@@ -370,20 +370,11 @@ fn resume_session(s: &Settings, kind: Kind) -> Option<String> {
     if s.fresh || s.cmd.is_some() || agent != kind.name() {
         return None;
     }
-    let resumable = class.map_or(true, |c| c.trim() != "done" && !permanent_name(c.trim()));
+    // No class: the attempt left no summary (ended from outside).
+    let resumable = class.map_or(true, |c| {
+        Class::from_name(c.trim()).is_some_and(Class::resumable)
+    });
     resumable.then_some(id)
-}
-
-fn permanent_name(name: &str) -> bool {
-    [
-        "auth",
-        "billing",
-        "disabled",
-        "permission_denied",
-        "invalid_request",
-        "missing",
-    ]
-    .contains(&name)
 }
 
 /// Runs one agent once. `Err` is an exit code: loopx was interrupted.

@@ -56,6 +56,8 @@ pub enum Command {
     /// `loopx status [--json]`: the runs alive now.
     /// `loopx json`: values from JSON on stdin.
     Json(json_query::Query),
+    /// `loopx agent`: one agent step (docs/agent.md).
+    Agent(crate::agent::run::Args),
     Status {
         json: bool,
     },
@@ -263,6 +265,24 @@ pub fn parse_json(rest: Vec<OsString>) -> Result<Command, String> {
         .map(|p| json_query::parse_path(p))
         .collect::<Result<_, _>>()?;
     Ok(Command::Json(json_query::Query { lines, paths }))
+}
+
+/// `loopx agent [<agent>[,<agent>...]] [options]` (beyond the spec).
+pub fn parse_agent(rest: Vec<OsString>) -> Result<Command, String> {
+    let mut args = crate::agent::run::Args::default();
+    let Some(positionals) = options("agent", commands::AGENT_FLAGS, rest, &mut args)? else {
+        return Ok(Command::Help("agent"));
+    };
+    match positionals.as_slice() {
+        [] => {}
+        [agents] => args.agents = Some(agents.clone()),
+        [_, extra, ..] => {
+            return Err(format!(
+                "'loopx agent' takes one agent or a comma list, got also '{extra}'"
+            ))
+        }
+    }
+    Ok(Command::Agent(args))
 }
 
 /// `loopx completions bash|zsh|fish`, or `--targets` (beyond the spec).
