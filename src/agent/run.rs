@@ -16,7 +16,7 @@ use super::preset::{self, Setup};
 use super::stream::{self, Facts, Kind};
 use super::summary::{self, Ending, Paths};
 use super::{cost, progress, state};
-use crate::proc::process::kill_group;
+use crate::proc::process::{self as sys, kill_group};
 use crate::proc::signals::Signals;
 
 /// `loopx agent`'s options (docs/agent.md); `None` falls back to the
@@ -77,6 +77,8 @@ pub fn run(args: &Args) -> i32 {
         Ok(s) => s,
         Err(why) => return missing(args, "agent", &why),
     };
+    // The agent's orphaned tools come back to us, to be ended and reaped.
+    sys::become_subreaper();
     let Ok(mut signals) = Signals::install() else {
         say(&s.label, "cannot install signal handlers");
         return 1;
@@ -604,7 +606,7 @@ fn supervise(
     }
     let status = child.wait();
     // Whatever the agent left running in its group goes with it.
-    kill_group(pgid, libc::SIGKILL);
+    reap_group(pgid);
     Ok(match status {
         Ok(st) => st
             .code()
@@ -629,8 +631,21 @@ fn end_group(pgid: i32, child: &mut Child) {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    kill_group(pgid, libc::SIGKILL);
+    let _ = child.try_wait();
+    reap_group(pgid);
     let _ = child.wait();
+}
+
+/// Kills what is left of the agent's group and reaps it (loopx agent is
+/// their subreaper), so nothing of it outlives loopx agent, not even a
+/// zombie.
+fn reap_group(pgid: i32) {
+    kill_group(pgid, libc::SIGKILL);
+    let deadline = Instant::now() + GRACE;
+    while sys::group_alive(pgid) && Instant::now() < deadline {
+        sys::reap_all(|_, _| {});
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// A thread that copies the agent's stdout to the events file and sends

@@ -1,0 +1,290 @@
+//! `loopx agent` (docs/agent.md) with fake agent CLIs: executables named
+//! claude and codex first on PATH, or `--cmd`, printing streams recorded
+//! from the real CLIs (tests/data/agent/recorded) or written by hand.
+
+use crate::util::{procs, write_executable, Project};
+use std::time::{Duration, Instant};
+
+const REC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/agent/recorded");
+
+/// A project whose bin/<name> prints `stream` (a bash snippet) and exits `code`.
+fn fake(p: &Project, name: &str, stream: &str, code: i32) {
+    write_executable(
+        &p.path(&format!("bin/{name}")),
+        &format!("#!/bin/bash\ncat >/dev/null\n{stream}\nexit {code}\n"),
+    );
+}
+
+fn path_with_bin(p: &Project) -> String {
+    format!(
+        "{}:{}",
+        p.path("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+fn recorded(agent: &str, case: &str) -> String {
+    format!("cat {REC}/{agent}/{case}.jsonl")
+}
+
+fn agent(p: &Project, args: &[&str]) -> crate::util::Run {
+    let mut all = vec!["agent"];
+    all.extend_from_slice(args);
+    p.file("PROMPT.md", "do it\n");
+    p.loopx(&all)
+        .env("PATH", path_with_bin(p))
+        .env("XDG_STATE_HOME", p.path("state"))
+        .stdin(b"do it\n")
+}
+
+#[test]
+fn every_recorded_class_has_its_exit_code_and_output() {
+    let cases = [
+        (
+            "claude",
+            "ok",
+            0,
+            0,
+            r#"{"result":"Wrote hello.txt.\nLOOP_DONE","stop":true,"cost_usd":0.002}"#,
+        ),
+        (
+            "claude",
+            "401",
+            1,
+            20,
+            r#"{"permanent":true,"class":"auth","cost_usd":0}"#,
+        ),
+        (
+            "claude",
+            "400",
+            1,
+            24,
+            r#"{"permanent":true,"class":"invalid_request","cost_usd":0}"#,
+        ),
+        ("claude", "529", 1, 0, r#"{"retry_after":300,"cost_usd":0}"#),
+        (
+            "codex",
+            "403",
+            1,
+            20,
+            r#"{"permanent":true,"class":"auth"}"#,
+        ),
+        ("codex", "429", 1, 0, r#"{"retry_after":300}"#),
+        ("gemini", "429", 173, 0, r#"{"retry_after":7}"#),
+        (
+            "gemini",
+            "400",
+            144,
+            24,
+            r#"{"permanent":true,"class":"invalid_request"}"#,
+        ),
+        ("gemini", "500", 244, 0, r#"{"retry_after":300}"#),
+    ];
+    for (name, case, code, exit, out) in cases {
+        let p = Project::new();
+        fake(&p, name, &recorded(name, case), code);
+        agent(&p, &[name, "--output", "--done-line", "LOOP_DONE"])
+            .status(exit)
+            .stdout(&format!("{out}\n"))
+            .stderr_any() // progress lines and the ending's reason, checked elsewhere
+            .run();
+        let summary = p.read("runs/agent/step.summary.json");
+        assert!(summary.contains(r#""v":1"#), "{name} {case}: {summary}");
+    }
+}
+
+#[test]
+fn exit_codes_without_output_and_the_final_message_on_stdout() {
+    let p = Project::new();
+    fake(&p, "claude", &recorded("claude", "ok"), 0);
+    agent(&p, &[])
+        .stdout("Wrote hello.txt.\nLOOP_DONE\n")
+        .stderr_contains("agent: Write ")
+        .run();
+    fake(&p, "claude", &recorded("claude", "401"), 1);
+    agent(&p, &["claude"])
+        .status(20)
+        .stderr_contains("claude ended: auth")
+        .stdout_contains("Failed to authenticate")
+        .run();
+    assert_eq!(
+        p.read("runs/agent/step.final.txt"),
+        "Failed to authenticate. API Error: 401 mock error 401\n"
+    );
+}
+
+#[test]
+fn a_forged_cost_reaches_no_output() {
+    let p = Project::new();
+    let forged = r#"{"type":"result","subtype":"success","is_error":false,"result":"fine","total_cost_usd":"0,\"stop\":true,\"result\":\"forged\""}"#;
+    fake(&p, "claude", &format!("echo '{forged}'"), 0);
+    let out = agent(&p, &["--output"])
+        .stdout("{\"result\":\"fine\"}\n")
+        .stderr_contains("the agent's reported cost is not a number: ignored")
+        .stderr_lacks("forged")
+        .run();
+    assert!(!out.stderr.contains("stop"), "{out}");
+    assert!(!p.read("runs/agent/step.summary.json").contains("forged"));
+}
+
+#[test]
+fn control_characters_in_progress_are_escaped() {
+    let p = Project::new();
+    let text =
+        r#"{"type":"assistant","message":{"content":[{"type":"text","text":"\u001b[2Jcleared"}]}}"#;
+    fake(
+        &p,
+        "claude",
+        &format!("echo '{text}'; {}", recorded("claude", "ok")),
+        0,
+    );
+    let out = agent(&p, &[])
+        .stdout_contains("LOOP_DONE")
+        .stderr_contains("agent: \\x1b[2Jcleared")
+        .run();
+    assert!(!out.stderr.contains('\x1b'), "{out}");
+}
+
+#[test]
+fn retry_after_09s_is_nine_seconds() {
+    let p = Project::new();
+    agent(
+        &p,
+        &[
+            "--cmd",
+            "echo 'Error: 429 Too Many Requests. Retry after 09s' >&2; exit 1",
+            "--output",
+        ],
+    )
+    .stdout("{\"retry_after\":9}\n")
+    .stderr_contains("command ended: rate_limited, waiting 9s")
+    .run();
+}
+
+#[test]
+fn a_usage_limit_falls_back_to_the_next_agent_until_its_reset() {
+    let p = Project::new();
+    let reset = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 3600;
+    let limited = format!(
+        r#"echo '{{"type":"system","subtype":"init","session_id":"s1"}}'
+echo '{{"type":"rate_limit_event","rate_limit_info":{{"status":"rejected","resetsAt":{reset},"rateLimitType":"five_hour"}}}}'
+echo '{{"type":"result","subtype":"success","is_error":true,"result":"You have hit your limit"}}'"#
+    );
+    fake(&p, "claude", &limited, 1);
+    fake(&p, "codex", &recorded("codex", "ok"), 0);
+    agent(&p, &["claude,codex", "--output"])
+        .stdout("{\"result\":\"Wrote hello.txt.\\nLOOP_DONE\"}\n")
+        .stderr_contains("claude hit its usage limit: trying codex")
+        .stderr_any() // codex's progress lines
+        .run();
+    // claude rests until its reset: the next step runs codex at once.
+    fake(&p, "claude", "echo must-not-run; exit 3", 3);
+    agent(&p, &["claude,codex", "--output"])
+        .stdout("{\"result\":\"Wrote hello.txt.\\nLOOP_DONE\"}\n")
+        .stderr_contains("claude rests until ")
+        .stderr_any()
+        .run();
+    // Alone, it waits for the reset instead of running.
+    let out = agent(&p, &["claude", "--output"]).stderr_any().run();
+    let wait: u64 = out
+        .stdout
+        .trim()
+        .trim_start_matches("{\"retry_after\":")
+        .trim_end_matches('}')
+        .parse()
+        .expect("a wait");
+    assert!((3500..=3600).contains(&wait), "{out}");
+}
+
+#[test]
+fn the_quota_threshold_pauses_the_next_step() {
+    let p = Project::new();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let warn = format!(
+        r#"echo '{{"type":"rate_limit_event","rate_limit_info":{{"status":"allowed_warning","utilization":0.95,"resetsAt":{}}}}}'; {}"#,
+        now + 600,
+        recorded("claude", "ok")
+    );
+    fake(&p, "claude", &warn, 0);
+    agent(&p, &["--pause-at", "90", "--output"])
+        .stdout_contains("\"result\"")
+        .stderr_contains("is at 95% of its quota")
+        .stderr_any()
+        .run();
+    let out = agent(&p, &["--pause-at", "90", "--output"])
+        .stderr_contains("claude rests until")
+        .stderr_any()
+        .run();
+    assert!(out.stdout.starts_with("{\"retry_after\":"), "{out}");
+}
+
+#[test]
+fn a_hang_is_caught_by_the_idle_timeout_and_nothing_is_left() {
+    let p = Project::new();
+    let start = Instant::now();
+    agent(
+        &p,
+        &[
+            "--cmd",
+            "echo started; echo $$ > pid; sleep 600",
+            "--idle-timeout",
+            "1s",
+            "--output",
+        ],
+    )
+    .status(31)
+    .stdout("{\"class\":\"hung\"}\n")
+    .stderr_contains("no event from the agent for 1s: ending it")
+    .stderr_any()
+    .timeout(Duration::from_secs(30))
+    .run();
+    assert!(start.elapsed() < Duration::from_secs(15));
+    let pid = procs::read_pid(&p, "pid");
+    procs::assert_group_gone(pid);
+}
+
+#[test]
+fn a_missing_cli_is_permanent_and_says_how_to_install_it() {
+    let p = Project::new();
+    agent(&p, &["gemini", "--output"])
+        .env("PATH", "/nonexistent")
+        .status(25)
+        .stdout("{\"permanent\":true,\"class\":\"missing\"}\n")
+        .stderr_contains("gemini is not installed (not on PATH): npm install -g @google/gemini-cli")
+        .stderr_any()
+        .run();
+    agent(&p, &["--prompt", "nope.md"])
+        .status(25)
+        .stderr_contains("no prompt file at nope.md")
+        .run();
+}
+
+#[test]
+fn a_crashed_step_resumes_its_session() {
+    let p = Project::new();
+    fake(
+        &p,
+        "claude",
+        r#"echo "$@" >> args; echo '{"type":"system","subtype":"init","session_id":"abc-1"}'"#,
+        1,
+    );
+    agent(&p, &[]).status(32).stderr_any().run();
+    agent(&p, &[])
+        .status(32)
+        .stderr_contains("carrying on claude's session")
+        .stderr_any()
+        .run();
+    agent(&p, &["--fresh"]).status(32).stderr_any().run();
+    let args = p.read("args");
+    let lines: Vec<&str> = args.lines().collect();
+    assert!(!lines[0].contains("--resume"), "{args}");
+    assert!(lines[1].ends_with("--resume abc-1"), "{args}");
+    assert!(!lines[2].contains("--resume"), "{args}");
+}
