@@ -268,6 +268,7 @@ impl Reporter {
         stdout_bytes: usize,
         output: Option<(&Output, bool)>,
         cost_usd: Option<f64>,
+        class: Option<&str>,
     ) {
         let took = self.script_started.elapsed();
         if let Some(log) = &mut self.log {
@@ -299,6 +300,11 @@ impl Reporter {
                     "cost_usd",
                     cost_usd.map(json::number_to_js_string).as_deref(),
                 );
+            // The class a failing script named (output::failure_mark).
+            let line = match class {
+                Some(c) => line.str("class", c),
+                None => line,
+            };
             log.write(line);
         }
         if self.verbose {

@@ -385,6 +385,43 @@ pub const OUTPUT_FLAGS: &[Flag<OutputArgs>] = &[
             Ok(())
         },
     },
+    Flag {
+        short: None,
+        long: Some("permanent"),
+        value: "",
+        help: &[
+            "For a failing script: its failure is permanent,",
+            "`loopx run --retry` does not run it again",
+        ],
+        apply: |a, _| {
+            a.permanent = true;
+            Ok(())
+        },
+    },
+    Flag {
+        short: None,
+        long: Some("class"),
+        value: "<name>",
+        help: &[
+            "For a failing script: the kind of failure, shown",
+            "in the run log (letters, digits, _ and -)",
+        ],
+        apply: |a, v| {
+            let name = lossy(v);
+            let ok = !name.is_empty()
+                && name.len() <= 64
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            if !ok {
+                return Err(format!(
+                    "expected a name of letters, digits, _ and -, got '{name}'"
+                ));
+            }
+            a.class = Some(name);
+            Ok(())
+        },
+    },
 ];
 
 /// `loopx install` (§4.2, §10.5, §10.6, §10.8).
@@ -488,7 +525,10 @@ pub const AGENT_FLAGS: &[Flag<AgentArgs>] = &[
         short: None,
         long: Some("dir"),
         value: "<path>",
-        help: &["Keep the step's files here (default: runs/$LOOPX_RUN_ID)"],
+        help: &[
+            "Keep the step's files here",
+            "(default: runs/$LOOPX_RUN_ID)",
+        ],
         apply: |a, v| set_once(&mut a.dir, v.into()),
     },
     Flag {

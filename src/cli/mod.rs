@@ -204,6 +204,9 @@ pub struct OutputArgs {
     pub out: Output,
     pub retry_after: Option<String>,
     pub cost_usd: Option<String>,
+    /// `--permanent` and `--class`: a failing script's word on its failure.
+    pub permanent: bool,
+    pub class: Option<String>,
 }
 
 /// `loopx output [--result <v>] [--goto <target>] [--stop]` (§4.3) and the
@@ -220,8 +223,14 @@ pub fn parse_output(rest: Vec<OsString>) -> Result<Command, String> {
         out,
         retry_after,
         cost_usd,
+        permanent,
+        class,
     } = a;
-    if out == Output::default() && retry_after.is_none() && cost_usd.is_none() {
+    let permanent = permanent.then(|| "true".to_string());
+    let class = class.map(|c| format!("\"{c}\""));
+    let none =
+        retry_after.is_none() && cost_usd.is_none() && permanent.is_none() && class.is_none();
+    if out == Output::default() && none {
         let all: Vec<String> = commands::OUTPUT_FLAGS
             .iter()
             .map(|f| f.doc().spec())
@@ -231,10 +240,15 @@ pub fn parse_output(rest: Vec<OsString>) -> Result<Command, String> {
             all.join(", ")
         ));
     }
-    let extensions = [("retry_after", retry_after), ("cost_usd", cost_usd)]
-        .into_iter()
-        .filter_map(|(k, v)| Some((k, v?)))
-        .collect();
+    let extensions = [
+        ("retry_after", retry_after),
+        ("cost_usd", cost_usd),
+        ("permanent", permanent),
+        ("class", class),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| Some((k, v?)))
+    .collect();
     Ok(Command::Output { out, extensions })
 }
 

@@ -288,3 +288,54 @@ fn a_crashed_step_resumes_its_session() {
     assert!(lines[1].ends_with("--resume abc-1"), "{args}");
     assert!(!lines[2].contains("--resume"), "{args}");
 }
+
+/// DESIGN.md: a failure the script marks permanent is not retried by
+/// --retry; its class shows in the run log's script_end event.
+#[test]
+fn a_missing_cli_is_not_retried_under_retry() {
+    let p = Project::new();
+    p.file("PROMPT.md", "do it\n");
+    p.script(
+        "w",
+        "index.sh",
+        "echo run >> \"$LOOPX_PROJECT_ROOT/starts\"\nexec \"$LOOPX_BIN\" agent gemini --output --prompt \"$LOOPX_PROJECT_ROOT/PROMPT.md\"\n",
+    );
+    p.loopx(&[
+        "run",
+        "--retry",
+        "2",
+        "--retry-delay",
+        "0",
+        "--log",
+        "run.jsonl",
+        "w",
+    ])
+    .env("PATH", "/nonexistent")
+    .env("XDG_STATE_HOME", p.path("state"))
+    .status(1)
+    .stderr_contains("gemini is not installed")
+    .stderr_contains("(missing): permanent, not retried")
+    .stderr_any() // loopx's own error line for the failed script
+    .run();
+    assert_eq!(p.read("starts"), "run\n");
+    let log = p.read("run.jsonl");
+    assert!(log.contains(r#""class":"missing""#), "{log}");
+}
+
+/// Without --retry, a permanent mark changes nothing; a plain failure
+/// is still retried.
+#[test]
+fn a_failure_without_a_mark_is_retried() {
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        "echo run >> \"$LOOPX_PROJECT_ROOT/starts\"\necho '{\"class\":\"hung\"}'\nexit 31\n",
+    );
+    p.loopx(&["run", "--retry", "1", "--retry-delay", "0", "w"])
+        .status(1)
+        .stderr_contains("retry 1 of 1")
+        .stderr_any()
+        .run();
+    assert_eq!(p.read("starts"), "run\nrun\n");
+}
