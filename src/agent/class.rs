@@ -133,6 +133,8 @@ pub fn classify(
     };
     let reason = match (class, &f.denied) {
         (Class::PermissionDenied, Some(d)) => format!("it was denied {d}"),
+        // A done step's stderr is chatter, not a reason.
+        (Class::Done, _) => String::new(),
         _ => reason,
     };
     Verdict {

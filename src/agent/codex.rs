@@ -77,8 +77,10 @@ fn failed(f: &mut Facts, message: Option<&str>) -> Option<String> {
     if m.contains("usage_limit_reached") {
         f.code = Some("usage_limit_reached".to_string());
     }
+    // codex repeats an `error` as `turn.failed`: shown once.
+    let shown = f.error.as_deref() != Some(m);
     f.error = Some(m.to_string());
-    Some(format!("failed: {m}"))
+    shown.then(|| format!("failed: {m}"))
 }
 
 #[cfg(test)]

@@ -261,6 +261,8 @@ struct Attempt {
     verdict: Verdict,
     facts: Facts,
     retry_after: Option<u64>,
+    /// It resumed a session and failed before the CLI named any session.
+    resume_failed: bool,
 }
 
 /// Runs the chain: each agent in turn while the previous one hit its usage
@@ -279,10 +281,26 @@ fn chain(args: &Args, s: &Settings, prompt: &Path, signals: &mut Signals) -> i32
             );
             continue;
         }
-        let a = match attempt(s, kind, prompt, signals) {
+        let mut a = match attempt(s, kind, prompt, signals) {
             Ok(a) => a,
             Err(code) => return code,
         };
+        if a.resume_failed {
+            // The CLI could not carry on the session (it never saved it):
+            // a fresh one, at once.
+            say(
+                &s.label,
+                &format!(
+                    "{} could not resume its session: starting a new one",
+                    kind.name()
+                ),
+            );
+            let _ = fs::remove_file(s.dir.join(format!("{}.session", s.step)));
+            a = match attempt(s, kind, prompt, signals) {
+                Ok(a) => a,
+                Err(code) => return code,
+            };
+        }
         let more = i + 1 < s.chain.len();
         if a.verdict.class == Class::UsageLimit && more {
             say(
@@ -314,6 +332,7 @@ fn chain(args: &Args, s: &Settings, prompt: &Path, signals: &mut Signals) -> i32
         },
         facts: Facts::default(),
         retry_after: None,
+        resume_failed: false,
     });
     a.retry_after = Some(wait);
     finish(args, s, a)
@@ -418,6 +437,7 @@ fn attempt(s: &Settings, kind: Kind, prompt: &Path, signals: &mut Signals) -> Re
                 verdict: v,
                 facts,
                 retry_after: None,
+                resume_failed: false,
             });
         }
         Err(e) => {
@@ -431,6 +451,7 @@ fn attempt(s: &Settings, kind: Kind, prompt: &Path, signals: &mut Signals) -> Re
                 verdict: v,
                 facts,
                 retry_after: None,
+                resume_failed: false,
             });
         }
     };
@@ -479,11 +500,16 @@ fn attempt(s: &Settings, kind: Kind, prompt: &Path, signals: &mut Signals) -> Re
         &s.dir.join(format!("{}.last-class", s.step)),
         verdict.class.name(),
     );
+    let resume_failed = resume.is_some()
+        && !verdict.class.waits()
+        && verdict.class != Class::Done
+        && facts.session.is_none();
     Ok(Attempt {
         kind,
         verdict,
         facts,
         retry_after,
+        resume_failed,
     })
 }
 

@@ -339,3 +339,26 @@ fn a_failure_without_a_mark_is_retried() {
         .run();
     assert_eq!(p.read("starts"), "run\nrun\n");
 }
+
+/// A session the CLI cannot carry on (it never saved it) is replaced by a
+/// new one at once, not taken for a permanent failure.
+#[test]
+fn a_session_that_cannot_be_resumed_starts_a_new_one() {
+    let p = Project::new();
+    let script = format!(
+        r#"echo "$@" >> args
+case "$*" in *--resume*) echo 'No conversation found with session ID: abc-1' >&2; exit 1 ;; esac
+[ -e crashed ] && {{ {}; exit 0; }}
+touch crashed; echo '{{"type":"system","subtype":"init","session_id":"abc-1"}}'; exit 1"#,
+        recorded("claude", "ok")
+    );
+    fake(&p, "claude", &script, 0);
+    agent(&p, &[]).status(32).stderr_any().run();
+    agent(&p, &[])
+        .stdout_contains("LOOP_DONE")
+        .stderr_contains("claude could not resume its session: starting a new one")
+        .stderr_any()
+        .run();
+    let args = p.read("args");
+    assert_eq!(args.lines().count(), 3, "{args}");
+}
