@@ -4,11 +4,11 @@
 //! summary, preset, stream); this file only carries them out.
 
 use std::fs::{self, File};
-use std::io::{self, BufRead, BufReader, IsTerminal, Read, Seek, SeekFrom, Write};
+use std::io::{self, IsTerminal, Read, Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::class::{self, Class, End, Verdict};
@@ -578,7 +578,8 @@ fn spawn(
 }
 
 /// Reads the agent's events until it ends, is idle too long, or loopx is
-/// interrupted. `Err` is loopx's exit code after an interrupt.
+/// interrupted. `Err` is loopx's exit code after an interrupt. One thread:
+/// stdout is read without blocking, with short sleeps while it is quiet.
 fn supervise(
     s: &Settings,
     kind: Kind,
@@ -588,28 +589,31 @@ fn supervise(
     signals: &mut Signals,
 ) -> Result<End, i32> {
     let pgid = child.id() as i32;
-    let lines = reader(child.stdout.take(), &p.events);
+    let Some(out) = child.stdout.take() else {
+        return Ok(End::Exit(1));
+    };
+    let fd = out.as_raw_fd();
+    let _ = sys::set_nonblocking(fd);
+    let mut events = File::create(&p.events).ok();
+    let mut lines = Lines::default();
     let mut last = Instant::now();
-    let mut saved_session: Option<String> = None;
     loop {
-        match lines.recv_timeout(Duration::from_millis(200)) {
-            Ok(line) => {
-                last = Instant::now();
-                for step in stream::read_line(kind, &line, f, now()) {
-                    show(&s.label, &step);
-                }
-                if f.session != saved_session {
-                    saved_session = f.session.clone();
-                    if let Some(id) = &saved_session {
-                        let _ = state::write(
-                            &s.dir.join(format!("{}.session", s.step)),
-                            &format!("{} {id}\n", kind.name()),
-                        );
-                    }
-                }
+        let before = lines.buf.len();
+        let eof = !matches!(
+            sys::read_available(fd, &mut lines.buf, Some(1 << 20)),
+            Ok(sys::ReadOutcome::WouldBlock)
+        );
+        if lines.buf.len() > before {
+            last = Instant::now();
+            if let Some(e) = events.as_mut() {
+                let _ = e.write_all(&lines.buf[before..]);
             }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        while let Some(line) = lines.next(eof) {
+            read_event(s, kind, &line, f);
+        }
+        if eof {
+            break;
         }
         if let Some(sig) = signals.drain().first_interrupt {
             end_group(pgid, &mut child);
@@ -626,7 +630,11 @@ fn supervise(
             end_group(pgid, &mut child);
             return Ok(End::Hung);
         }
+        if lines.buf.len() == before {
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
+    drop(out);
     if let Some(text) = stream::finish(f) {
         show(&s.label, &text);
     }
@@ -639,6 +647,53 @@ fn supervise(
             .map_or_else(|| End::Signal(st.signal().unwrap_or(0)), End::Exit),
         Err(_) => End::Exit(1),
     })
+}
+
+/// One line of the agent's stdout: read, shown, and its session saved as
+/// soon as the agent names it.
+fn read_event(s: &Settings, kind: Kind, line: &str, f: &mut Facts) {
+    let known = f.session.clone();
+    for step in stream::read_line(kind, line, f, now()) {
+        show(&s.label, &step);
+    }
+    if let Some(id) = f.session.as_ref().filter(|id| known.as_ref() != Some(*id)) {
+        let _ = state::write(
+            &s.dir.join(format!("{}.session", s.step)),
+            &format!("{} {id}\n", kind.name()),
+        );
+    }
+}
+
+/// Complete lines out of what stdout gave so far; a line longer than
+/// `LINE_MAX` is skipped (it is in the events file, unread).
+#[derive(Default)]
+struct Lines {
+    buf: Vec<u8>,
+    skipping: bool,
+}
+
+impl Lines {
+    fn next(&mut self, eof: bool) -> Option<String> {
+        loop {
+            let end = match self.buf.iter().position(|&b| b == b'\n') {
+                Some(nl) => nl + 1,
+                None if eof && !self.buf.is_empty() => self.buf.len(),
+                None => {
+                    if self.buf.len() > LINE_MAX {
+                        self.buf.clear();
+                        self.skipping = true;
+                    }
+                    return None;
+                }
+            };
+            let line: Vec<u8> = self.buf.drain(..end).collect();
+            if std::mem::take(&mut self.skipping) {
+                continue;
+            }
+            let text = String::from_utf8_lossy(&line);
+            return Some(text.trim_end_matches(['\n', '\r']).to_string());
+        }
+    }
 }
 
 fn show(label: &str, step: &str) {
@@ -674,42 +729,6 @@ fn reap_group(pgid: i32) {
     }
 }
 
-/// A thread that copies the agent's stdout to the events file and sends
-/// each line (up to `LINE_MAX`) to the supervising loop.
-fn reader(stdout: Option<std::process::ChildStdout>, events: &str) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    let file = File::create(events);
-    std::thread::spawn(move || {
-        let (Some(out), Ok(mut file)) = (stdout, file) else {
-            return;
-        };
-        let mut r = BufReader::new(out);
-        let mut buf = Vec::new();
-        loop {
-            buf.clear();
-            match r
-                .by_ref()
-                .take(LINE_MAX as u64 + 1)
-                .read_until(b'\n', &mut buf)
-            {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            }
-            let _ = file.write_all(&buf);
-            let line = String::from_utf8_lossy(&buf);
-            let line = if buf.len() > LINE_MAX {
-                String::new()
-            } else {
-                line.trim_end_matches(['\n', '\r']).to_string()
-            };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
 /// The last 4 KiB of a file (the agent's stderr).
 fn tail(path: &Path) -> String {
     let Ok(mut f) = File::open(path) else {
@@ -740,5 +759,23 @@ fn local_offset(_zone: Option<&str>, now: u64) -> i64 {
             return 0;
         }
         tm.tm_gmtoff as i64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_come_whole_and_overlong_ones_are_skipped() {
+        let mut l = Lines::default();
+        l.buf.extend_from_slice(b"a\r\nb");
+        assert_eq!(l.next(false).as_deref(), Some("a"));
+        assert_eq!(l.next(false), None);
+        assert_eq!(l.next(true).as_deref(), Some("b"));
+        l.buf.resize(LINE_MAX + 1, b'x');
+        assert_eq!(l.next(false), None);
+        l.buf.extend_from_slice(b"tail\nnext\n");
+        assert_eq!(l.next(false).as_deref(), Some("next"));
     }
 }
