@@ -86,7 +86,7 @@ fn every_recorded_class_has_its_exit_code_and_output() {
         agent(&p, &[name, "--output", "--done-line", "LOOP_DONE"])
             .status(exit)
             .stdout(&format!("{out}\n"))
-            .stderr_any() // progress lines and the ending's reason, checked elsewhere
+            .stderr_any("progress lines and the ending's reason, checked by other tests")
             .run();
         let summary = p.read("runs/agent/step.summary.json");
         assert!(summary.contains(r#""v":1"#), "{name} {case}: {summary}");
@@ -179,17 +179,20 @@ echo '{{"type":"result","subtype":"success","is_error":true,"result":"You have h
     agent(&p, &["claude,codex", "--output"])
         .stdout("{\"result\":\"Wrote hello.txt.\\nLOOP_DONE\"}\n")
         .stderr_contains("claude hit its usage limit: trying codex")
-        .stderr_any() // codex's progress lines
+        .stderr_any("codex's progress lines")
         .run();
     // claude rests until its reset: the next step runs codex at once.
     fake(&p, "claude", "echo must-not-run; exit 3", 3);
     agent(&p, &["claude,codex", "--output"])
         .stdout("{\"result\":\"Wrote hello.txt.\\nLOOP_DONE\"}\n")
         .stderr_contains("claude rests until ")
-        .stderr_any()
+        .stderr_any("the agent's progress lines")
         .run();
     // Alone, it waits for the reset instead of running.
-    let out = agent(&p, &["claude", "--output"]).stderr_any().run();
+    let out = agent(&p, &["claude", "--output"])
+        .stdout_any("the wait is read below")
+        .stderr_any("the agent's progress lines")
+        .run();
     let wait: u64 = out
         .stdout
         .trim()
@@ -216,11 +219,12 @@ fn the_quota_threshold_pauses_the_next_step() {
     agent(&p, &["--pause-at", "90", "--output"])
         .stdout_contains("\"result\"")
         .stderr_contains("is at 95% of its quota")
-        .stderr_any()
+        .stderr_any("the agent's progress lines")
         .run();
     let out = agent(&p, &["--pause-at", "90", "--output"])
         .stderr_contains("claude rests until")
-        .stderr_any()
+        .stderr_any("the agent's progress lines")
+        .stdout_any("the wait is read below")
         .run();
     assert!(out.stdout.starts_with("{\"retry_after\":"), "{out}");
 }
@@ -242,7 +246,7 @@ fn a_hang_is_caught_by_the_idle_timeout_and_nothing_is_left() {
     .status(31)
     .stdout("{\"class\":\"hung\"}\n")
     .stderr_contains("no event from the agent for 1s: ending it")
-    .stderr_any()
+    .stderr_any("the agent's progress lines")
     .timeout(Duration::from_secs(30))
     .run();
     assert!(start.elapsed() < Duration::from_secs(15));
@@ -258,7 +262,7 @@ fn a_missing_cli_is_permanent_and_says_how_to_install_it() {
         .status(25)
         .stdout("{\"permanent\":true,\"class\":\"missing\"}\n")
         .stderr_contains("gemini is not installed (not on PATH): npm install -g @google/gemini-cli")
-        .stderr_any()
+        .stderr_any("the agent's progress lines")
         .run();
     agent(&p, &["--prompt", "nope.md"])
         .status(25)
@@ -275,13 +279,19 @@ fn a_crashed_step_resumes_its_session() {
         r#"echo "$@" >> args; echo '{"type":"system","subtype":"init","session_id":"abc-1"}'"#,
         1,
     );
-    agent(&p, &[]).status(32).stderr_any().run();
+    agent(&p, &[])
+        .status(32)
+        .stderr_any("the agent's progress lines")
+        .run();
     agent(&p, &[])
         .status(32)
         .stderr_contains("carrying on claude's session")
-        .stderr_any()
+        .stderr_any("the agent's progress lines")
         .run();
-    agent(&p, &["--fresh"]).status(32).stderr_any().run();
+    agent(&p, &["--fresh"])
+        .status(32)
+        .stderr_any("the agent's progress lines")
+        .run();
     let args = p.read("args");
     let lines: Vec<&str> = args.lines().collect();
     assert!(!lines[0].contains("--resume"), "{args}");
@@ -315,7 +325,7 @@ fn a_missing_cli_is_not_retried_under_retry() {
     .status(1)
     .stderr_contains("gemini is not installed")
     .stderr_contains("(missing): permanent, not retried")
-    .stderr_any() // loopx's own error line for the failed script
+    .stderr_any("loopx's own error line for the failed script")
     .run();
     assert_eq!(p.read("starts"), "run\n");
     let log = p.read("run.jsonl");
@@ -335,7 +345,7 @@ fn a_failure_without_a_mark_is_retried() {
     p.loopx(&["run", "--retry", "1", "--retry-delay", "0", "w"])
         .status(1)
         .stderr_contains("retry 1 of 1")
-        .stderr_any()
+        .stderr_any("the agent's progress lines")
         .run();
     assert_eq!(p.read("starts"), "run\nrun\n");
 }
@@ -353,11 +363,14 @@ touch crashed; echo '{{"type":"system","subtype":"init","session_id":"abc-1"}}';
         recorded("claude", "ok")
     );
     fake(&p, "claude", &script, 0);
-    agent(&p, &[]).status(32).stderr_any().run();
+    agent(&p, &[])
+        .status(32)
+        .stderr_any("the agent's progress lines")
+        .run();
     agent(&p, &[])
         .stdout_contains("LOOP_DONE")
         .stderr_contains("claude could not resume its session: starting a new one")
-        .stderr_any()
+        .stderr_any("the agent's progress lines")
         .run();
     let args = p.read("args");
     assert_eq!(args.lines().count(), 3, "{args}");
