@@ -375,3 +375,27 @@ touch crashed; echo '{{"type":"system","subtype":"init","session_id":"abc-1"}}';
     let args = p.read("args");
     assert_eq!(args.lines().count(), 3, "{args}");
 }
+
+/// SIGTERM to loopx agent (loopx run's --timeout, a supervisor) ends the
+/// agent's own process group too: 128+15, nothing left.
+#[test]
+fn a_signal_to_loopx_agent_ends_the_agent() {
+    let p = Project::new();
+    p.file("PROMPT.md", "do it\n");
+    let running = p
+        .loopx(&[
+            "agent",
+            "--cmd",
+            "echo $$ > pid.tmp; mv pid.tmp pid; sleep 600",
+            "--prompt",
+            "PROMPT.md",
+        ])
+        .env("XDG_STATE_HOME", p.path("state"))
+        .status(143)
+        .start();
+    procs::wait_for_file(&p.path("pid"));
+    let pid = procs::read_pid(&p, "pid");
+    running.signal(libc::SIGTERM);
+    running.finish();
+    procs::assert_group_gone(pid);
+}
