@@ -234,7 +234,11 @@ fn git_common_dir(workdir: &Path) -> Option<String> {
 fn prompt_file(args: &Args, s: &Settings) -> Result<PathBuf, String> {
     if let Some(p) = &args.prompt {
         return match fs::metadata(p) {
-            Ok(m) if m.is_file() => Ok(p.clone()),
+            Ok(m) if m.is_file() && m.len() > 0 => Ok(p.clone()),
+            Ok(m) if m.is_file() => Err(format!(
+                "the prompt file {} is empty",
+                progress::escape(&p.display().to_string())
+            )),
             _ => Err(format!(
                 "no prompt file at {}: write one, or pass the prompt on stdin",
                 progress::escape(&p.display().to_string())
@@ -250,6 +254,9 @@ fn prompt_file(args: &Args, s: &Settings) -> Result<PathBuf, String> {
         .lock()
         .read_to_end(&mut text)
         .map_err(|e| format!("cannot read the prompt from stdin: {e}"))?;
+    if text.iter().all(u8::is_ascii_whitespace) {
+        return Err("the prompt on stdin is empty: pipe one, or use --prompt <file>".into());
+    }
     fs::write(&path, text)
         .map_err(|e| format!("cannot save the prompt to {}: {e}", path.display()))?;
     Ok(path)

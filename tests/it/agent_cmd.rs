@@ -264,6 +264,16 @@ fn a_missing_cli_is_permanent_and_says_how_to_install_it() {
         .stderr_contains("gemini is not installed (not on PATH): npm install -g @google/gemini-cli")
         .stderr_any("the agent's progress lines")
         .run();
+    p.file("empty.md", "");
+    agent(&p, &["--prompt", "empty.md"])
+        .status(25)
+        .stderr_contains("the prompt file empty.md is empty")
+        .run();
+    agent(&p, &[])
+        .stdin(b"\n")
+        .status(25)
+        .stderr_contains("the prompt on stdin is empty")
+        .run();
     agent(&p, &["--prompt", "nope.md"])
         .status(25)
         .stderr_contains("no prompt file at nope.md")
