@@ -409,3 +409,49 @@ fn a_signal_to_loopx_agent_ends_the_agent() {
     running.finish();
     procs::assert_group_gone(pid);
 }
+
+/// The class a failed script named shows in `loopx status` while the run
+/// waits to retry it.
+#[test]
+fn status_shows_the_class_of_the_failure_being_retried() {
+    use std::os::unix::fs::PermissionsExt;
+    let p = Project::new();
+    let rt = p.home().join("run");
+    std::fs::create_dir_all(&rt).unwrap();
+    std::fs::set_permissions(&rt, std::fs::Permissions::from_mode(0o700)).unwrap();
+    p.script(
+        "w",
+        "index.sh",
+        "\"$LOOPX_BIN\" output --class hung\nexit 31\n",
+    );
+    let run = p
+        .loopx(&["run", "--retry", "1", "--retry-delay", "1m", "w"])
+        .env("XDG_RUNTIME_DIR", &rt)
+        .status(143)
+        .stderr_contains("w:index failed (exit 31); retry 1 of 1 in 1m")
+        .start();
+    let status = |args: &[&str]| {
+        let mut all = vec!["status"];
+        all.extend_from_slice(args);
+        p.loopx(&all)
+            .env("XDG_RUNTIME_DIR", &rt)
+            .stdout_any("read below")
+            .run()
+            .stdout
+    };
+    procs::wait_until("status shows the retry", || {
+        status(&[]).contains("waiting to retry")
+    });
+    assert!(
+        status(&[]).contains("w:index (waiting to retry after hung)"),
+        "{}",
+        status(&[])
+    );
+    assert!(
+        status(&["--json"]).contains(r#""class":"hung""#),
+        "{}",
+        status(&["--json"])
+    );
+    run.signal(libc::SIGTERM);
+    run.finish();
+}
