@@ -455,3 +455,40 @@ fn status_shows_the_class_of_the_failure_being_retried() {
     run.signal(libc::SIGTERM);
     run.finish();
 }
+
+/// docs/agent.md "From bash": one line runs the step; a rate limit waits
+/// (retry_after) and runs the step again; the done line stops the loop;
+/// the cost reaches --max-cost's sum.
+#[test]
+fn the_one_line_workflow_waits_on_a_limit_and_stops_when_done() {
+    let p = Project::new();
+    p.file("PROMPT.md", "do it\n");
+    let limited = r#"echo '{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"API Error: 429 Too Many Requests. Retry after 1s","total_cost_usd":0.5}'"#;
+    let script = format!(
+        "[ -e seen ] && {{ {}; exit 0; }}\ntouch seen\n{limited}",
+        recorded("claude", "ok")
+    );
+    fake(&p, "claude", &script, 1);
+    p.script(
+        "w",
+        "index.sh",
+        "exec \"$LOOPX_BIN\" agent --output --done-line LOOP_DONE --prompt \"$LOOPX_PROJECT_ROOT/PROMPT.md\"\n",
+    );
+    p.loopx(&["run", "--log", "run.jsonl", "w"])
+        .env("PATH", path_with_bin(&p))
+        .env("XDG_STATE_HOME", p.path("state"))
+        .stderr_contains("claude ended: rate_limited, waiting 1s")
+        .stderr_contains("w: Wrote hello.txt.")
+        .run();
+    let log = p.read("run.jsonl");
+    assert!(log.contains(r#""event":"wait""#), "{log}");
+    assert!(log.contains(r#""reason":"stop""#), "{log}");
+    assert!(log.contains(r#""cost_usd":0.502"#), "{log}");
+    let dir = p.path(".loopx/w/runs");
+    let runs: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(runs.len(), 1);
+    assert!(runs[0]
+        .path()
+        .join("iteration-1.wait-1.summary.json")
+        .is_file());
+}
