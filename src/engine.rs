@@ -30,6 +30,7 @@ use crate::resume;
 use crate::run_options::RunOptions;
 use crate::runtime;
 use crate::script_env::ScriptEnv;
+use crate::text;
 use crate::version_check;
 use crate::wait;
 
@@ -362,6 +363,14 @@ impl Loop<'_> {
                         self.cost += c;
                         self.cost_reported = true;
                     }
+                    if ext.cost_ignored && ext.invalid.is_none() {
+                        // The value is not quoted: it is the script's text.
+                        messages::warn(&format!(
+                            "{label} reported a cost_usd that is not a number from 0 to {}; \
+                             it is not counted",
+                            wait::MAX_DOLLARS_TEXT
+                        ));
+                    }
                     // §2.3: stop ends the loop whatever else the output asks.
                     let Some(retry_after) = ext.retry_after.filter(|_| !out.stop) else {
                         self.report.iteration_output(&run, structured);
@@ -647,8 +656,7 @@ pub fn resume(
 }
 
 fn stderr_is_terminal() -> bool {
-    // SAFETY: a query on a descriptor number; no memory is involved.
-    unsafe { libc::isatty(libc::STDERR_FILENO) == 1 }
+    std::io::IsTerminal::is_terminal(&std::io::stderr())
 }
 
 fn project_root() -> Result<PathBuf, Error> {
@@ -731,7 +739,16 @@ struct Ended {
 fn new_keeper(run_id: &str, root: &Path, opts: &RunOptions) -> Option<Keeper> {
     let dir = checkpoint::dir()?;
     let now = clock::now_ms();
-    checkpoint::prune(&dir, now);
+    if let Err((dir, problem)) = checkpoint::prune(&dir, now) {
+        // Said, not silent: `loopx resume` would otherwise find nothing,
+        // with no word of why (a directory of another user's is refused,
+        // checkpoint.rs; one of ours that lost its privacy was repaired).
+        messages::warn(&format!(
+            "this run cannot be resumed: {} is not used for checkpoints, as {problem}",
+            text::shown(&dir.to_string_lossy())
+        ));
+        return None;
+    }
     let ckpt = Checkpoint::create(&dir, run_id).ok()?;
     let record = checkpoint::Record {
         run_id: run_id.to_string(),

@@ -236,7 +236,8 @@ impl Reporter {
     /// `loopx: note: <label>: <text>`.
     pub fn note(&self, label: &str, text: &str) {
         if self.notes {
-            messages::notice(&format!("note: {label}: {text}"));
+            // One line: the text may quote a script's output (output::notes).
+            messages::notice(&format!("note: {label}: {}", crate::text::shown(text)));
         }
     }
 
@@ -303,10 +304,7 @@ impl Reporter {
                 .num("duration_ms", took.as_millis() as u64)
                 .num("stdout_bytes", stdout_bytes as u64)
                 .raw("output", &output_json)
-                .raw_if(
-                    "cost_usd",
-                    cost_usd.map(json::number_to_js_string).as_deref(),
-                );
+                .raw_if("cost_usd", cost_usd.map(json::number_json).as_deref());
             // The class a failing script named (output::failure_mark).
             let line = match class {
                 Some(c) => line.str("class", c),
@@ -348,7 +346,7 @@ impl Reporter {
             let until = clock::format_ms(u64::try_from(until_ms).unwrap_or(0));
             let line = script_line(log, "wait", run)
                 .str("until", &until)
-                .raw("seconds", &json::number_to_js_string(wait.as_secs_f64()));
+                .raw("seconds", &json::number_json(wait.as_secs_f64()));
             log.write(line);
         }
     }
@@ -401,10 +399,7 @@ impl Reporter {
                     text
                 });
             let line = line
-                .raw_if(
-                    "cost_usd",
-                    cost_usd.map(json::number_to_js_string).as_deref(),
-                )
+                .raw_if("cost_usd", cost_usd.map(json::number_json).as_deref())
                 .raw_if("resume_at", resume_at.as_deref());
             log.write(line);
             log.sync();

@@ -576,8 +576,7 @@ fn spawn(
         // Its own group: the hang detector ends the agent and its tools,
         // never the workflow script that runs loopx agent.
         .process_group(0);
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = crate::proc::sys::euid() == 0;
     if let Some((k, v)) = preset::env(kind, setup, root) {
         cmd.env(k, v);
     }
@@ -758,15 +757,7 @@ fn with_newline(text: &str) -> String {
 
 /// The local zone's UTC offset (named zones are read as the local one).
 fn local_offset(_zone: Option<&str>, now: u64) -> i64 {
-    let t = now as libc::time_t;
-    // SAFETY: localtime_r writes only into the zeroed tm it is given.
-    unsafe {
-        let mut tm: libc::tm = std::mem::zeroed();
-        if libc::localtime_r(&t, &mut tm).is_null() {
-            return 0;
-        }
-        tm.tm_gmtoff as i64
-    }
+    crate::proc::sys::utc_offset(now as i64)
 }
 
 #[cfg(test)]

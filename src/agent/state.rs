@@ -4,33 +4,17 @@
 //! link, and small; each is written whole, by rename.
 
 use std::fs;
-use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Far above any state file loopx writes.
 const LIMIT: u64 = 4096;
 
 /// The contents of `path`, or `None` when it is absent, not a regular file
-/// of ours, reached through a link, or too large.
+/// of ours, reached through a link, or too large (state_file.rs).
 pub fn read(path: &Path) -> Option<String> {
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.uid() != euid() || meta.len() > LIMIT {
-        return None;
-    }
-    let mut text = String::new();
-    file.take(LIMIT).read_to_string(&mut text).ok()?;
-    Some(text)
-}
-
-fn euid() -> u32 {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
+    String::from_utf8(crate::state_file::read(path, LIMIT).ok()?).ok()
 }
 
 /// Writes `text` to `path` whole: a temporary file beside it, renamed over.
