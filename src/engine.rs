@@ -350,6 +350,7 @@ impl Loop<'_> {
                         stdout_bytes,
                         Some((&out, structured)),
                         cost,
+                        None,
                     );
                     if let Some(bad) = ext.invalid {
                         return Err(Error::InvalidExtension {
@@ -388,9 +389,30 @@ impl Loop<'_> {
                 }
                 Verdict::Failed(failure) => failure,
             };
-            self.report
-                .script_end(&run, &finished, finished.stdout.len(), None, None);
+            let mark = output::failure_mark(&finished.stdout);
+            self.report.script_end(
+                &run,
+                &finished,
+                finished.stdout.len(),
+                None,
+                None,
+                mark.class.as_deref(),
+            );
             if !failure.retryable || attempt > self.opts.retry {
+                return Err(failure.error);
+            }
+            // A failure the script marked permanent is not retried (read
+            // only with --retry: without it, nothing changes).
+            if mark.permanent {
+                let class = mark
+                    .class
+                    .as_deref()
+                    .map(|c| format!(" ({c})"))
+                    .unwrap_or_default();
+                messages::notice(&format!(
+                    "{label} {}{class}: permanent, not retried",
+                    failure.how
+                ));
                 return Err(failure.error);
             }
             let delay = retry_delay(self.opts.retry_delay, attempt);

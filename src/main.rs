@@ -1,6 +1,7 @@
 //! loopx: loop scripts that drive agent CLIs. `main` only dispatches; each
 //! concern lives in its own module.
 
+mod agent;
 mod api;
 mod checkpoint;
 mod cli;
@@ -87,6 +88,7 @@ fn dispatch() -> Result<(), Error> {
         Command::Install(args) => install::install(&args),
         Command::Status { json } => status::list(json),
         Command::Json(query) => json_query::run_stdio(&query),
+        Command::Agent(args) => std::process::exit(agent::run::run(&args)),
         Command::Resume { id, given } => engine::resume(id.as_deref(), |saved| given.apply(saved)),
         Command::Completions(shell) => print_stdout(&cli::completions::script(shell)),
         Command::CompletionTargets => print_stdout(&cli::completions::targets(&current_dir()?)),

@@ -99,6 +99,8 @@ struct State {
     attempt: u64,
     phase: Phase,
     since_ms: u64,
+    /// The class the last failed script named, if any.
+    class: Option<String>,
 }
 
 impl State {
@@ -122,6 +124,10 @@ impl State {
                 },
             )
             .str("since", &clock::format_ms(self.since_ms));
+        let o = match &self.class {
+            Some(c) => o.str("class", c),
+            None => o,
+        };
         match until {
             Some(until) => o.str("until", &until).finish(),
             None => o.finish(),
@@ -253,8 +259,10 @@ impl StatusFile {
         attempt: u64,
         phase: Phase,
         since_ms: u64,
+        class: Option<&str>,
     ) {
         let state = State {
+            class: class.map(str::to_string),
             script: script.to_string(),
             iteration,
             attempt,
@@ -491,7 +499,7 @@ fn align<const N: usize>(rows: &[[String; N]]) -> String {
 /// One run for `loopx status --json`: the table's columns and a bit more.
 fn as_json_item(v: &Value, now_ms: u64) -> String {
     let started = number_of(v, "run_started_ms");
-    Object::default()
+    let o = Object::default()
         .num("pid", number_of(v, "pid"))
         .str("run_id", text_of(v, "run_id"))
         .str("project", text_of(v, "root"))
@@ -502,8 +510,12 @@ fn as_json_item(v: &Value, now_ms: u64) -> String {
         .num("attempt", number_of(v, "attempt"))
         .str("run_started", text_of(v, "run_started"))
         .str("script_started", text_of(v, "since"))
-        .num("elapsed_ms", now_ms.saturating_sub(started))
-        .finish()
+        .num("elapsed_ms", now_ms.saturating_sub(started));
+    // The class the last failed script named, while it waits to retry.
+    match text_of(v, "class") {
+        "" => o.finish(),
+        class => o.str("class", class).finish(),
+    }
 }
 
 /// The aligned table of `loopx status`.
@@ -523,7 +535,10 @@ fn table(runs: &[Live], now_ms: u64) -> String {
         let v = &run.value;
         let mut script = shown(text_of(v, "script")).into_owned();
         match text_of(v, "state") {
-            "waiting_to_retry" => script.push_str(" (waiting to retry)"),
+            "waiting_to_retry" => match text_of(v, "class") {
+                "" => script.push_str(" (waiting to retry)"),
+                class => script.push_str(&format!(" (waiting to retry after {})", shown(class))),
+            },
             "waiting" => {
                 let until = text_of(v, "until");
                 // `2026-11-25T14:00:00.000Z` → `2026-11-25T14:00:00Z`

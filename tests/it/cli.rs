@@ -779,6 +779,7 @@ fn top_help_lists_every_subcommand_once() {
             "install",
             "status",
             "json",
+            "agent",
             "resume",
             "completions"
         ]
