@@ -242,7 +242,7 @@ pub fn default_wait(base: u64, waits: u32) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::stream::{read_document, read_line};
+    use super::super::read::{read_document, read_line};
     use super::*;
 
     const NOW: u64 = 1_767_268_800;

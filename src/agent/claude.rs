@@ -132,7 +132,8 @@ fn result(v: &Value, f: &mut Facts) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::stream::{read_line, Facts, Kind};
+    use super::super::read::read_line;
+    use super::super::stream::{Facts, Kind};
 
     const NOW: u64 = 1_767_268_800;
 

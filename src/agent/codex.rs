@@ -85,7 +85,8 @@ fn failed(f: &mut Facts, message: Option<&str>) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::stream::{read_line, Facts, Kind};
+    use super::super::read::read_line;
+    use super::super::stream::{Facts, Kind};
 
     fn read_all(text: &str) -> (Facts, Vec<String>) {
         let mut f = Facts::default();

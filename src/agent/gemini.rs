@@ -130,7 +130,8 @@ pub fn status_of_exit(code: i32) -> Option<u16> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::stream::{read_document, read_line, Facts, Kind};
+    use super::super::read::{read_document, read_line};
+    use super::super::stream::{Facts, Kind};
 
     fn recorded(name: &str) -> String {
         let path = format!(

@@ -11,6 +11,7 @@ pub mod cost;
 pub mod gemini;
 pub mod preset;
 pub mod progress;
+pub mod read;
 pub mod reset;
 pub mod run;
 pub mod state;

@@ -15,7 +15,7 @@ use super::class::{self, Class, End, Verdict};
 use super::preset::{self, Setup};
 use super::stream::{self, Facts, Kind};
 use super::summary::{self, Ending, Paths};
-use super::{cost, progress, state};
+use super::{cost, progress, read, state};
 use crate::proc::process::{self as sys, kill_group};
 use crate::proc::signals::Signals;
 
@@ -465,7 +465,7 @@ fn attempt(s: &Settings, kind: Kind, prompt: &Path, signals: &mut Signals) -> Re
     if !facts.finished && facts.error.is_none() && kind != Kind::Plain {
         // `--output-format json`: one document, perhaps over many lines.
         if let Ok(text) = fs::read_to_string(&paths.events) {
-            stream::read_document(kind, &text, &mut facts, now());
+            read::read_document(kind, &text, &mut facts, now());
         }
     }
     if facts.cost_usd.is_none() && facts.tokens_seen {
@@ -659,7 +659,7 @@ fn supervise(
 /// soon as the agent names it.
 fn read_event(s: &Settings, kind: Kind, line: &str, f: &mut Facts) {
     let known = f.session.clone();
-    for step in stream::read_line(kind, line, f, now()) {
+    for step in read::read_line(kind, line, f, now()) {
         show(&s.label, &step);
     }
     if let Some(id) = f.session.as_ref().filter(|id| known.as_ref() != Some(*id)) {

@@ -2,7 +2,7 @@
 //! every per-CLI reader (claude, codex, gemini) fills in, and the small
 //! helpers they share to look into a parsed event.
 
-use crate::json::{self, Value};
+use crate::json::Value;
 
 /// Which reader understands a CLI's stdout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,48 +83,9 @@ pub fn note_utilization(f: &mut Facts, u: f64) {
     }
 }
 
-/// Reads one line of stdout into `facts`; returns the steps to show, raw
-/// (progress.rs escapes and shortens them). `now` is the wall clock in
-/// seconds since the epoch, for reset times.
-pub fn read_line(kind: Kind, line: &str, facts: &mut Facts, now: u64) -> Vec<String> {
-    facts.events += 1;
-    let mut steps = Vec::new();
-    if kind == Kind::Plain {
-        facts.text.push_str(line);
-        facts.text.push('\n');
-        steps.push(line.to_string());
-        return steps;
-    }
-    let Some(value) = json::parse(line.trim()) else {
-        return steps;
-    };
-    match kind {
-        Kind::Claude => steps.extend(super::claude::read(&value, facts, now)),
-        Kind::Codex => steps.extend(super::codex::read(&value, facts)),
-        Kind::Gemini => super::gemini::read(&value, facts, &mut steps),
-        Kind::Plain => {}
-    }
-    steps
-}
-
 /// The steps still pending when the stream ends (gemini's last text).
 pub fn finish(facts: &mut Facts) -> Option<String> {
     std::mem::take(&mut facts.in_text).then(|| facts.text.clone())
-}
-
-/// The whole stdout as one JSON document (`--output-format json`): claude
-/// and gemini print a single object instead of a stream.
-pub fn read_document(kind: Kind, text: &str, facts: &mut Facts, now: u64) {
-    let Some(value) = json::parse(text.trim()) else {
-        return;
-    };
-    match kind {
-        Kind::Claude => {
-            super::claude::read(&value, facts, now);
-        }
-        Kind::Gemini => super::gemini::read_document(&value, facts),
-        _ => {}
-    }
 }
 
 /// The member at `path` ("a.b.0.c": object keys and array indexes).
@@ -189,6 +150,8 @@ pub fn status_in(text: &str) -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::read::read_line;
+    use crate::json;
 
     #[test]
     fn paths_reach_into_objects_and_arrays() {
