@@ -56,7 +56,7 @@ impl Hook {
         if let Some(problem) = problem {
             if !std::mem::replace(&mut self.said, true) {
                 messages::warn(&format!(
-                    "the --on-event hook {problem} (on {event}); the run goes on, \
+                    "the event hook ({event}) {problem}; the run goes on, \
                      and further hook failures are not shown"
                 ));
             }
