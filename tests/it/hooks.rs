@@ -157,3 +157,72 @@ fn a_signal_ends_a_running_hook_and_wins() {
     assert!(!alive(pid), "{out}");
     assert!(!out.stderr.contains("event hook"), "{out}");
 }
+
+/// The hook commands of docs/watching.md's recipes, in order.
+fn recipes() -> Vec<String> {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/watching.md"),
+    )
+    .expect("docs/watching.md");
+    let hooks = doc.split("## Hooks").nth(1).unwrap_or("");
+    let hooks = hooks.split("\n## ").next().unwrap_or("");
+    hooks
+        .split("--on-event '")
+        .skip(1)
+        .filter_map(|rest| rest.split_once('\'').map(|(cmd, _)| cmd.to_string()))
+        .collect()
+}
+
+#[test]
+fn the_recipes_in_watching_md_work_as_written() {
+    let recipes = recipes();
+    assert_eq!(recipes.len(), 3, "{recipes:?}");
+    // Stand-ins for curl, notify-send and sendmail: each appends its
+    // arguments and stdin to <name>.txt in the project.
+    let p = Project::new();
+    for tool in ["curl", "notify-send", "sendmail"] {
+        write_executable(
+            &p.path(&format!("bin/{tool}")),
+            &format!("#!/bin/sh\n{{ printf '%s|' \"$@\"; echo; cat; }} >> \"$OUT/{tool}.txt\"\n"),
+        );
+    }
+    p.script("ralph", "index.sh", "exit 2\n");
+    let path = format!(
+        "{}:{}",
+        p.path("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for recipe in &recipes {
+        p.loopx(&["run", "--on-event", recipe, "ralph"])
+            .env("PATH", &path)
+            .env("OUT", p.root())
+            .env("WEBHOOK_URL", "https://hooks.example.com/loopx")
+            .status(1)
+            .stderr_contains("exited with code 2")
+            .run();
+    }
+    let curl = p.read("curl.txt");
+    let lines: Vec<&str> = curl.lines().collect();
+    assert_eq!(lines.len(), 4, "{curl}");
+    assert!(lines[0].ends_with("|--data-binary|@-|https://hooks.example.com/loopx|"));
+    assert!(
+        lines[1].starts_with("{\"v\":1,\"event\":\"script_failed\""),
+        "{curl}"
+    );
+    assert!(
+        lines[3].starts_with("{\"v\":1,\"event\":\"run_end\""),
+        "{curl}"
+    );
+    // Once, at the end (its stdin, the event, follows its arguments).
+    let notify = p.read("notify-send.txt");
+    let args = notify.lines().next().unwrap_or("");
+    assert!(args.starts_with("loopx: run ended|run "), "{notify}");
+    assert!(args.ends_with(" exited with 1|"), "{notify}");
+    assert_eq!(notify.matches("loopx: run ended").count(), 1, "{notify}");
+    let mail = p.read("sendmail.txt");
+    assert!(
+        mail.starts_with("-t|\nTo: me@example.com\nSubject: loopx script_failed (run "),
+        "{mail}"
+    );
+    assert_eq!(mail.matches("\n\n{\"v\":1,\"event\":").count(), 2, "{mail}");
+}
