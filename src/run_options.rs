@@ -89,9 +89,11 @@ pub struct RunOpt {
     pub help: &'static [&'static str],
     /// The field it sets, whose kind checks a value and writes it in JSON.
     pub field: Field,
-    /// Its member in the checkpoint's options; `None`: not saved.
+    /// Its member in the JSON forms: the checkpoint's options, and the run
+    /// log's `run_start` when `logged`. `None`: in neither.
     pub key: Option<&'static str>,
-    /// Whether the run log's `run_start` records it too (run-log.md).
+    /// Whether the run log's `run_start` records it too (run-log.md); its
+    /// members are a fixed subset, in table order, that readers rely on.
     pub logged: bool,
     /// A value other than the default, as typed on the command line: what
     /// the round-trip test sets (tests below). Read by tests only, but a
