@@ -1,7 +1,7 @@
 //! The ready-made workflows with the real agent CLIs (issue 25): Claude
 //! Code, Codex and Gemini CLI at the versions of scripts/agent-clis.txt,
 //! each talking to a mock of its API on 127.0.0.1 (util::agent_mocks), with
-//! the adapter's presets (dist/agent/agent.sh; `AGENT=claude|codex|gemini`).
+//! `loopx agent`'s presets (`AGENT=claude|codex|gemini`).
 //! Each test runs once per preset.
 //!
 //! The workflows are copied from dist/workflows (tests/it/workflows.rs
@@ -407,28 +407,3 @@ per_preset!(
     ctrl_c_while_a_tool_runs_leaves_nothing,
     build_audit_fix_converges,
 );
-
-/// Each workflow's lib/agent.sh is dist/agent/agent.sh, byte for byte
-/// (scripts/sync-agent.sh copies it; scripts/build-release.sh checks).
-#[test]
-fn every_workflow_ships_the_same_adapter() {
-    let adapter = fs::read(Path::new(ROOT).join("dist/agent/agent.sh")).expect("adapter");
-    let dir = Path::new(ROOT).join("dist/workflows");
-    let mut n = 0;
-    for w in crate::util::names(&dir) {
-        if !dir.join(&w).join("package.json").is_file() {
-            continue;
-        }
-        let copy = fs::read(dir.join(&w).join("lib/agent.sh"))
-            .unwrap_or_else(|e| panic!("{w}/lib/agent.sh: {e}"));
-        assert!(
-            copy == adapter,
-            "{w}/lib/agent.sh differs: run scripts/sync-agent.sh"
-        );
-        n += 1;
-    }
-    assert_eq!(n, 3);
-    let mut check = Command::new(Path::new(ROOT).join("scripts/sync-agent.sh"));
-    check.arg("--check");
-    Run::command(check).run();
-}

@@ -348,6 +348,19 @@ fn files_under(dir: &Path) -> Vec<String> {
     out
 }
 
+/// The files `loopx agent` keeps per agent run in `dir` (its session and
+/// last-class bookkeeping aside).
+fn agent_files(dir: &Path) -> Vec<String> {
+    names_in(dir)
+        .into_iter()
+        .filter(|n| {
+            ["events.jsonl", "final.txt", "stderr.log", "summary.json"]
+                .iter()
+                .any(|k| n.ends_with(k))
+        })
+        .collect()
+}
+
 fn names_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("ls {}: {e}", dir.display()))
@@ -551,11 +564,11 @@ fn ralph_runs_a_fresh_agent_per_iteration_until_it_prints_the_done_line() {
     let run = only_dir(&lab.p.path(".loopx/ralph/runs"));
     let mut want = Vec::new();
     for n in 1..=4 {
-        for kind in ["events.jsonl", "final.txt", "stderr.log"] {
+        for kind in ["events.jsonl", "final.txt", "stderr.log", "summary.json"] {
             want.push(format!("iteration-{n}.{kind}"));
         }
     }
-    assert_eq!(names_in(&run), want);
+    assert_eq!(agent_files(&run), want);
     assert_eq!(
         fs::read_to_string(run.join("iteration-2.final.txt")).unwrap(),
         "did item 2\n"
@@ -618,15 +631,18 @@ fn ralph_retries_an_agent_that_hangs_past_the_timeout() {
     assert_eq!(path_taken(&log), ["ralph:index", "ralph:index#2"]);
     assert!(events(&log).iter().any(|e| e["event"] == "timeout"));
     let run = only_dir(&lab.p.path(".loopx/ralph/runs"));
+    // The hung attempt too: loopx agent writes its summary when ended.
     assert_eq!(
-        names_in(&run),
+        agent_files(&run),
         [
             "iteration-1.attempt-2.events.jsonl",
             "iteration-1.attempt-2.final.txt",
             "iteration-1.attempt-2.stderr.log",
+            "iteration-1.attempt-2.summary.json",
             "iteration-1.events.jsonl",
             "iteration-1.final.txt",
-            "iteration-1.stderr.log"
+            "iteration-1.stderr.log",
+            "iteration-1.summary.json"
         ]
     );
 }
@@ -658,11 +674,12 @@ fn ralph_fails_clearly_without_a_prompt_file_or_when_the_agent_fails() {
     assert_eq!(lab.agent_calls(), 0);
 
     lab.p.file("PROMPT.md", PROMPT);
-    lab.reply(0, "echo 'rate limited' >&2; exit 3");
+    lab.reply(0, "echo 'segmentation fault' >&2; exit 3");
     lab.loopx(&["run", "ralph"])
         .status(1)
-        .stderr_contains("ralph: the agent failed (exit 3): rate limited; its output: ")
-        .stderr_contains("iteration-1.stderr.log")
+        .stderr_contains("ralph: claude ended: crashed (")
+        .stderr_contains("segmentation fault")
+        .stderr_contains("loopx: error: script ralph:index exited with code 32")
         .run();
 }
 
