@@ -683,6 +683,76 @@ fn ralph_fails_clearly_without_a_prompt_file_or_when_the_agent_fails() {
         .run();
 }
 
+/// A ralph project in a git repository with one commit.
+fn ralph_in_git() -> Lab {
+    let lab = ralph();
+    let root = lab.p.root();
+    lab.p.file(".gitignore", "run.jsonl\n");
+    git(root, &["init", "-q"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-qm", "start"]);
+    lab
+}
+
+#[test]
+fn ralph_stops_for_good_after_no_progress_limit_iterations_that_change_nothing() {
+    let lab = ralph_in_git();
+    // Progress first (a new file), then nothing, again and again.
+    lab.reply(1, "echo 'did something'; echo one > one.txt")
+        .reply(0, "echo 'nothing left that I can do'");
+    lab.loopx(&[
+        "run", "--log", "run.jsonl", "-n", "20", "--retry", "2", "--retry-delay", "0", "ralph",
+    ])
+    .status(1)
+    .stderr_contains(
+        "ralph: no progress in 3 iterations in a row (NO_PROGRESS_LIMIT=3): the same commit (",
+    )
+    .stderr_contains("the agent finished without changing anything; stopping for good")
+    .stderr_contains("loopx: error: script ralph:index exited with code 1")
+    .run();
+    let log = lab.p.path("run.jsonl");
+    // Not retried: the failure is permanent.
+    assert_eq!(path_taken(&log), ["ralph:index"; 4]);
+    let end = events(&log)
+        .into_iter()
+        .rev()
+        .find(|e| e["event"] == "script_end")
+        .expect("a script_end");
+    assert_eq!(end["class"], "no_progress", "{end}");
+    assert_eq!(lab.agent_calls(), 4);
+}
+
+#[test]
+fn ralph_no_progress_counts_repeated_failures_but_not_waits() {
+    let lab = ralph_in_git();
+    lab.reply(1, "echo 'segmentation fault' >&2; exit 3")
+        // A rate limit: a wait, not an iteration.
+        .reply(2, "echo '429 Too Many Requests' >&2; exit 1")
+        .reply(0, "echo 'segmentation fault' >&2; exit 3");
+    lab.loopx(&[
+        "run", "--log", "run.jsonl", "--retry", "5", "--retry-delay", "0", "ralph",
+    ])
+    .env("NO_PROGRESS_LIMIT", "2")
+    .env("AGENT_LIMIT_WAIT", "1s")
+    .status(1)
+    .stderr_contains("ralph: claude ended: rate_limited")
+    .stderr_contains("ralph: no progress in 2 iterations in a row (NO_PROGRESS_LIMIT=2)")
+    .stderr_contains("the agent failed the same way each time: crashed (")
+    .stderr_any("loopx's retry notes and the agent's ends, checked in part above")
+    .run();
+    // Call 1 fails (the start), the wait, calls 3 and 4 fail the same way.
+    assert_eq!(lab.agent_calls(), 4);
+    // Off with 0: the retries run out instead.
+    let lab = ralph_in_git();
+    lab.reply(0, "echo 'nothing to do'");
+    lab.loopx(&["run", "-n", "6", "ralph"])
+        .env("NO_PROGRESS_LIMIT", "0")
+        .stderr_contains("ralph: iteration 6 (attempt 1)")
+        .stderr_lacks("no progress")
+        .run();
+    assert_eq!(lab.agent_calls(), 6);
+}
+
 // ======================================================= build-audit-fix
 
 const TASK: &str = "Write app.txt saying hello.\n";
