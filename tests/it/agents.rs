@@ -365,17 +365,17 @@ fn build_audit_fix_converges(agent: Agent) {
         .run();
     assert_eq!(p.read("app.txt"), "hello\n");
     assert_eq!(p.read("fixed.txt"), "fixed\n");
-    let report = p.read("build-audit-fix-report.md");
+    let report = p.read(".loopx/build-audit-fix/report.md");
     assert!(
         report.contains("- Result: **approved** in round 2"),
         "{report}"
     );
     assert!(
-        report.contains("| 1 | skipped | passed | changes requested |"),
+        report.contains("| 1 | skipped | passed | changes requested | no |"),
         "{report}"
     );
     assert!(
-        report.contains("| 2 | skipped | passed | approved |"),
+        report.contains("| 2 | skipped | passed | approved | yes |"),
         "{report}"
     );
     assert!(report.contains("## Last audit\n\nAll good."), "{report}");

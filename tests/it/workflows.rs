@@ -759,6 +759,10 @@ const TASK: &str = "Write app.txt saying hello.\n";
 const APPROVE: &str = "echo 'All good.'; echo '**VERDICT: APPROVED**'";
 const REJECT: &str = "echo 'app.txt must also say fixed.'; echo 'VERDICT: CHANGES REQUESTED'";
 
+/// Where build-audit-fix writes its report: in its own directory, which
+/// its .gitignore keeps out of `git status`.
+const BAF_REPORT: &str = ".loopx/build-audit-fix/report.md";
+
 fn build_audit_fix() -> Lab {
     let lab = Lab::new(&["build-audit-fix"]);
     lab.p.file("TASK.md", TASK);
@@ -846,7 +850,7 @@ fn build_audit_fix_runs_checks_in_parallel_and_fixes_until_the_audit_approves() 
     assert!(fix.contains("## Tests: FAILED with exit code 1"), "{fix}");
     assert!(lab.prompt(4).contains("## Tests: passed"));
 
-    let report = lab.p.read("build-audit-fix-report.md");
+    let report = lab.p.read(BAF_REPORT);
     assert!(report.starts_with("# build-audit-fix report\n"), "{report}");
     assert!(
         report.contains("- Result: **approved** in round 2 (MAX_ROUNDS=3)\n"),
@@ -871,11 +875,11 @@ fn build_audit_fix_runs_checks_in_parallel_and_fixes_until_the_audit_approves() 
         assert!(row.ends_with(&format!(" | {outcome} |")), "{row}");
     }
     assert!(
-        report.contains("| 1 | passed | failed (exit 1) | changes requested |"),
+        report.contains("| 1 | passed | failed (exit 1) | changes requested | no |"),
         "{report}"
     );
     assert!(
-        report.contains("| 2 | passed | passed | approved |"),
+        report.contains("| 2 | passed | passed | approved | yes |"),
         "{report}"
     );
     assert!(report.contains("## Last audit\n\nAll good.\n"), "{report}");
@@ -900,7 +904,10 @@ fn build_audit_fix_stops_with_exit_1_after_max_rounds_without_approval() {
         .env("MAX_ROUNDS", "2")
         .env("TEST_CMD", "true")
         .status(1)
-        .stderr_contains("build-audit-fix: not approved after 2 rounds (MAX_ROUNDS=2)")
+        .stderr_contains(
+            "build-audit-fix: not approved after 2 rounds (MAX_ROUNDS=2): \
+             the checks pass, but the auditor still requests changes; report: ",
+        )
         .stderr_contains(
             "loopx: error: script build-audit-fix:report exited with code 1; stopping the loop",
         )
@@ -924,20 +931,20 @@ fn build_audit_fix_stops_with_exit_1_after_max_rounds_without_approval() {
         4,
         "build, audit, fix, audit: no third round"
     );
-    let report = lab.p.read("build-audit-fix-report.md");
+    let report = lab.p.read(BAF_REPORT);
     assert!(
         report.contains(
             "- Result: **not approved** after 2 rounds (MAX_ROUNDS=2): \
-             the loop stopped without an approval\n"
+             the checks pass, but the auditor still requests changes\n"
         ),
         "{report}"
     );
     assert!(
-        report.contains("| 1 | skipped | passed | changes requested |"),
+        report.contains("| 1 | skipped | passed | changes requested | no |"),
         "{report}"
     );
     assert!(
-        report.contains("| 2 | skipped | passed | changes requested |"),
+        report.contains("| 2 | skipped | passed | changes requested | no |"),
         "{report}"
     );
     // The round count lives in the run directory's state file.
@@ -970,14 +977,15 @@ fn build_audit_fix_worktree_commits_each_step_on_a_new_branch_and_leaves_the_che
         .run();
 
     // The checkout: same commit, same branch, same files; the one new
-    // file is the report (and the run log this test asked for).
+    // file is the run log this test asked for (the report is in the
+    // workflow's directory, which its .gitignore keeps out).
     assert_eq!(git(root, &["rev-parse", "HEAD"]), head);
     assert_eq!(git(root, &["branch", "--show-current"]), "main\n");
     assert_eq!(lab.p.read("notes.txt"), "mine, still editing\n");
     assert!(!lab.p.exists("app.txt"));
     assert_eq!(
         git(root, &["status", "--porcelain"]),
-        format!("{status}?? build-audit-fix-report.md\n?? run.jsonl\n")
+        format!("{status}?? run.jsonl\n")
     );
 
     // The agents worked in a worktree outside the project.
@@ -1017,7 +1025,7 @@ fn build_audit_fix_worktree_commits_each_step_on_a_new_branch_and_leaves_the_che
         git(root, &["show", &format!("{branch}:notes.txt")]),
         "mine\n"
     );
-    let report = lab.p.read("build-audit-fix-report.md");
+    let report = lab.p.read(BAF_REPORT);
     assert!(
         report.contains(&format!(
             "- Branch: `{branch}`, from commit {}",
@@ -1054,7 +1062,7 @@ fn build_audit_fix_agent_that_hangs_times_out_and_the_report_says_where() {
             "build-audit-fix:audit"
         ]
     );
-    let report = lab.p.read("build-audit-fix-report.md");
+    let report = lab.p.read(BAF_REPORT);
     assert!(
         report
             .contains("- Result: stopped: the audit step was stopped (timed out or interrupted)\n"),
