@@ -954,6 +954,112 @@ fn build_audit_fix_stops_with_exit_1_after_max_rounds_without_approval() {
 }
 
 #[test]
+fn build_audit_fix_an_approval_over_failing_checks_is_another_round_and_ends_unapproved() {
+    let lab = build_audit_fix();
+    // The auditor approves every time; the tests never pass.
+    lab.reply(1, "echo hello > app.txt")
+        .reply(2, APPROVE)
+        .reply(3, "echo 'tried again' >> app.txt")
+        .reply(4, APPROVE);
+    lab.loopx(&[
+        "run", "--log", "run.jsonl", "--retry", "2", "--retry-delay", "0", "build-audit-fix",
+    ])
+    .env("MAX_ROUNDS", "2")
+    .env("TEST_CMD", "echo 'expected fixed'; false")
+    .status(1)
+    .stderr_contains(
+        "build-audit-fix: not approved after 2 rounds (MAX_ROUNDS=2): \
+         the auditor approved, but the checks still fail; report: ",
+    )
+    .stderr_contains("loopx: error: script build-audit-fix:report exited with code 1")
+    .run();
+    let log = lab.p.path("run.jsonl");
+    // Not retried: the outcome is final.
+    assert_eq!(
+        path_taken(&log),
+        [
+            "build-audit-fix:index",
+            "build-audit-fix:checks",
+            "build-audit-fix:audit",
+            "build-audit-fix:fix",
+            "build-audit-fix:checks",
+            "build-audit-fix:audit",
+            "build-audit-fix:report"
+        ]
+    );
+    // The fixer is told the checks must pass.
+    let fix = lab.prompt(3);
+    assert!(
+        fix.contains("A round passes only when the checks pass and the auditor approves"),
+        "{fix}"
+    );
+    assert!(fix.contains("## Tests: FAILED with exit code 1"), "{fix}");
+    let report = lab.p.read(BAF_REPORT);
+    assert!(
+        report.contains(
+            "- Result: **not approved** after 2 rounds (MAX_ROUNDS=2): \
+             the auditor approved, but the checks still fail\n"
+        ),
+        "{report}"
+    );
+    for r in 1..=2 {
+        assert!(
+            report.contains(&format!(
+                "| {r} | skipped | failed (exit 1) | approved | no |"
+            )),
+            "{report}"
+        );
+    }
+    assert!(
+        report_row(&report, "3").ends_with(" | approved, but the checks fail |"),
+        "{report}"
+    );
+}
+
+#[test]
+fn build_audit_fix_stops_for_good_when_fix_rounds_change_nothing() {
+    let lab = build_audit_fix();
+    let root = lab.p.root();
+    git(root, &["init", "-q"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-qm", "start"]);
+    lab.reply(1, "echo hello > app.txt").reply(0, REJECT);
+    // The fixer gets REJECT's text too: it changes nothing.
+    lab.loopx(&[
+        "run", "--log", "run.jsonl", "--retry", "2", "--retry-delay", "0", "build-audit-fix",
+    ])
+    .env("MAX_ROUNDS", "10")
+    .env("NO_PROGRESS_LIMIT", "2")
+    .status(1)
+    .stderr_contains(
+        "build-audit-fix: the fix step failed: no progress in 2 fix attempts in a row \
+         (NO_PROGRESS_LIMIT=2): the same commit (",
+    )
+    .stderr_contains("the fixer finished without changing anything; stopping for good")
+    .run();
+    let log = lab.p.path("run.jsonl");
+    let path = path_taken(&log);
+    assert_eq!(path.last().map(String::as_str), Some("build-audit-fix:fix"));
+    // Two fixes that changed nothing, the second not retried.
+    assert_eq!(
+        path.iter().filter(|t| t.starts_with("build-audit-fix:fix")).count(),
+        2,
+        "{path:?}"
+    );
+    let end = events(&log)
+        .into_iter()
+        .rev()
+        .find(|e| e["event"] == "script_end")
+        .expect("a script_end");
+    assert_eq!(end["class"], "no_progress", "{end}");
+    let report = lab.p.read(BAF_REPORT);
+    assert!(report.contains("no progress in 2 fix attempts"), "{report}");
+    // The user's checkout shows nothing of the run: the report and the
+    // run directory are ignored.
+    assert_eq!(git(root, &["status", "--porcelain"]), "?? app.txt\n?? run.jsonl\n");
+}
+
+#[test]
 fn build_audit_fix_worktree_commits_each_step_on_a_new_branch_and_leaves_the_checkout_alone() {
     let lab = build_audit_fix();
     let root = lab.p.root();
