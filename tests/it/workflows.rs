@@ -1573,13 +1573,13 @@ fn issue_runner_starts_an_issue_at_most_max_starts_per_hour() {
     let run = || lab.runner(&[]).env("MAX_STARTS_PER_HOUR", "1");
     run()
         .status(1)
-        .stderr_contains("issue-runner: #3: the agent failed (exit 1)")
+        .stderr_contains("issue-runner: #3: the agent failed (exit 32)")
         .run();
     // The next run hands #3 to a human, then takes #8 (which fails too).
     run()
         .status(1)
         .stderr_contains("issue-runner: #3 moved to agent:needs-human")
-        .stderr_contains("issue-runner: #8: the agent failed (exit 1)")
+        .stderr_contains("issue-runner: #8: the agent failed (exit 32)")
         .run();
     assert_eq!(lab.labels(3), ["agent:needs-human"]);
     // Someone (or some bot) puts #3 back at once: it is not started again

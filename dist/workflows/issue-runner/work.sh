@@ -59,25 +59,30 @@ $body
 $instructions"
 
 say "#$number: ${AGENT_CMD:-${AGENT:-claude}} in $clone (attempt $LOOPX_ATTEMPT)"
-agent_label="issue-runner: #$number"
 printf '%s\n' "$prompt" >"$run_dir/agent.prompt.md" || die "cannot write $run_dir/agent.prompt.md"
 # The agent may run git and the forge's CLI (to push and open the pull
 # request) besides its edits; AGENT_ALLOW adds more.
-agent_run "$run_dir/agent" "$clone" "$run_dir/agent.prompt.md" "$forge_cmd"
-case $? in
-  0) ;;
-  2)
-    # A usage or rate limit: loopx runs this step again after the wait.
-    agent_emit_wait
-    exit 0
-    ;;
-  *) exit 1 ;;
-esac
+out=$("$LOOPX_BIN" agent --output --dir "$run_dir" --step agent --workdir "$clone" \
+  --prompt "$run_dir/agent.prompt.md" --allow "$forge_cmd")
+status=$?
+if [ "$status" -ne 0 ]; then
+  # A failure fails the step (for --retry), for good when no retry can fix
+  # it: loopx agent's output says which.
+  say "#$number: the agent failed (exit $status)"
+  printf '%s\n' "$out"
+  exit "$status"
+fi
+if [ -n "$(printf '%s' "$out" | json .retry_after)" ]; then
+  # A usage or rate limit, or an outage: loopx runs this step again after
+  # the wait.
+  printf '%s\n' "$out"
+  exit 0
+fi
+cost=$(printf '%s' "$out" | json .cost_usd)
 
 # The final message of the attempt that finished, for finish.sh.
-cp "$agent_final" "$run_dir/agent.log"
-log=$agent_final
-route=$(sed 's/[*`]//g' "$log" | sed -n 's/^[[:space:]]*ROUTE:[[:space:]]*\([^[:space:]]*\).*/\1/p' | tail -n 1)
+printf '%s' "$out" | json .result >"$run_dir/agent.log"
+route=$(sed 's/[*`]//g' "$run_dir/agent.log" | sed -n 's/^[[:space:]]*ROUTE:[[:space:]]*\([^[:space:]]*\).*/\1/p' | tail -n 1)
 [ -n "$route" ] || route="done"
 say "#$number: the agent routed it to '$route'"
-agent_output --result "$number $route" --goto finish
+output --result "$number $route" --goto finish ${cost:+--cost-usd "$cost"}

@@ -12,14 +12,11 @@
 #   starts/<n>     one line per start on issue <n> (seconds since 1970)
 # Each run that takes an issue also gets runs/<LOOPX_RUN_ID>/: the clean
 # clone (removed when the issue is finished) and the agent's files
-# (lib/agent.sh): agent[.wait-<w>][.attempt-<m>].events.jsonl (its raw
-# output), .final.txt (its final message), .stderr.log, and the prompt.
-
-# shellcheck source-path=SCRIPTDIR source-path=SCRIPTDIR/lib source=agent.sh
-. "$(dirname "${BASH_SOURCE[0]}")/agent.sh"
+# (`loopx agent`): agent[.wait-<w>][.attempt-<m>].events.jsonl (its raw
+# output), .final.txt (its final message), .stderr.log, .summary.json, and
+# the prompt.
 
 root=$LOOPX_PROJECT_ROOT
-agent_label=issue-runner
 forge_cmd=${FORGE_CMD:-gh}
 repo=${REPO:-}
 allowed_authors=${ALLOWED_AUTHORS:-}
@@ -42,6 +39,7 @@ die() {
 }
 # $LOOPX_BIN is the loopx of this run.
 output() { "$LOOPX_BIN" output "$@"; }
+json() { "$LOOPX_BIN" json "$@"; }
 
 # FORGE_CMD is a command line (flags and quotes allowed); the arguments are
 # appended to it.
