@@ -206,7 +206,7 @@ fn a_rate_limit_becomes_a_wait_and_the_run_finishes(agent: Agent) {
         &mock,
         &["run", "--log", "run.jsonl", "--timeout", "3m", "ralph"],
     )
-    .stderr_contains("the agent hit a usage or rate limit: waiting ")
+    .stderr_contains(", waiting ")
     .stderr_contains("ralph: the agent marked the task done after 1 iteration(s)")
     .run();
     assert_eq!(p.read("hello.txt"), "hello\n");
@@ -277,9 +277,9 @@ fn a_denied_write_fails_the_script(agent: Agent) {
         &["run", "--retry", "1", "--retry-delay", "0", "ralph"],
     )
     .status(1)
-    .stderr_contains("ralph: the agent was denied a permission it needs: ")
-    .stderr_contains("AGENT_ALLOW")
-    .stderr_contains("ralph: not starting the agent again: it was denied")
+    .stderr_contains(" ended: permission_denied (")
+    .stderr_contains("ralph: the agent was denied a permission it needs: allow the command with AGENT_ALLOW")
+    .stderr_contains("(permission_denied): permanent, not retried")
     .run();
     let wrote_outside = Path::new(&outside).exists();
     let _ = fs::remove_file(&outside);

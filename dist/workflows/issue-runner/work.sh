@@ -69,6 +69,7 @@ if [ "$status" -ne 0 ]; then
   # A failure fails the step (for --retry), for good when no retry can fix
   # it: loopx agent's output says which.
   say "#$number: the agent failed (exit $status)"
+  case $out in *'"class":"permission_denied"'*) say "#$number: the agent was denied a permission it needs: allow the command with AGENT_ALLOW, or set AGENT_UNSAFE=1 inside a sandbox (a container, a VM)" ;; esac
   printf '%s\n' "$out"
   exit "$status"
 fi

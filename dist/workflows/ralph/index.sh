@@ -110,6 +110,7 @@ status=$?
 if [ "$status" -ne 0 ]; then
   # A failed iteration fails the script: loopx retries it with --retry,
   # unless loopx agent said no retry can fix it.
+  case $out in *'"class":"permission_denied"'*) say "the agent was denied a permission it needs: allow the command with AGENT_ALLOW, or set AGENT_UNSAFE=1 inside a sandbox (a container, a VM)" ;; esac
   case $out in *'"permanent":true'*) printf '%s\n' "$out"; exit "$status" ;; esac
   suffix=""
   [ "${LOOPX_WAITS:-0}" -gt 0 ] 2>/dev/null && suffix=.wait-$LOOPX_WAITS

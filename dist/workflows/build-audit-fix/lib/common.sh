@@ -148,6 +148,7 @@ run_agent() {
   status=$?
   if [ "$status" -ne 0 ]; then
     agent_failure "$1"
+    [ "$agent_class" = permission_denied ] && say "the agent was denied a permission it needs: allow the command with AGENT_ALLOW, or set AGENT_UNSAFE=1 inside a sandbox (a container, a VM)"
     [ "$current_step" = fix ] && check_progress "$agent_class" "$agent_reason"
     agent_out=$out
     fail_step "$status" "the agent ended: $agent_class (see $(dirname "$1"))"
