@@ -7,17 +7,21 @@
 #   ROUTE: <token>        -> the label ROUTES maps <token> to; an unknown
 #                            token goes to NEEDS_HUMAN_LABEL
 #
+# The agent's files are kept per issue (state/sessions/<n>/agent.*), so
+# that a restart after a crash carries its session on.
+#
 # If the clone, the forge or the agent fails, this step fails, so that
 # loopx's --retry runs it again from a new clone; when no retry is left the
-# issue stays claimed and the next run moves it to NEEDS_HUMAN_LABEL. A
-# timed-out agent (--timeout) goes the same way.
+# issue stays claimed and the next run restarts it (MAX_RESTARTS) or moves
+# it to NEEDS_HUMAN_LABEL. A timed-out agent (--timeout) goes the same way.
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
 
 number=$(cat)
 case $number in '' | *[!0-9]*) die "work: expected an issue number on stdin, got '$number'" ;; esac
-[ "$(claim_get number)" = "$number" ] || die "work: #$number is not the issue this runner took"
+claimed=$claims_dir/$number
+[ "$(claim_get run)" = "$LOOPX_RUN_ID" ] || die "work: #$number is not an issue this run took"
 
 mkdir -p "$run_dir" || die "cannot create $run_dir"
 clone=$run_dir/clone
@@ -62,7 +66,9 @@ say "#$number: ${AGENT_CMD:-${AGENT:-claude}} in $clone (attempt $LOOPX_ATTEMPT)
 printf '%s\n' "$prompt" >"$run_dir/agent.prompt.md" || die "cannot write $run_dir/agent.prompt.md"
 # The agent may run git and the forge's CLI (to push and open the pull
 # request) besides its edits; AGENT_ALLOW adds more.
-out=$("$LOOPX_BIN" agent --output --dir "$run_dir" --step agent --workdir "$clone" \
+# The agent's files live with the issue, not the run: a restart of a run
+# that died carries the agent's session on (loopx agent resumes it).
+out=$("$LOOPX_BIN" agent --output --dir "$sessions_dir/$number" --step agent --workdir "$clone" \
   --prompt "$run_dir/agent.prompt.md" --allow "$forge_cmd")
 status=$?
 if [ "$status" -ne 0 ]; then
