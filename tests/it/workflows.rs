@@ -738,7 +738,6 @@ fn ralph_no_progress_counts_repeated_failures_but_not_waits() {
     .stderr_contains("ralph: claude ended: rate_limited")
     .stderr_contains("ralph: no progress in 2 iterations in a row (NO_PROGRESS_LIMIT=2)")
     .stderr_contains("the agent failed the same way each time: crashed (")
-    .stderr_any("loopx's retry notes and the agent's ends, checked in part above")
     .run();
     // Call 1 fails (the start), the wait, calls 3 and 4 fail the same way.
     assert_eq!(lab.agent_calls(), 4);
@@ -1350,7 +1349,7 @@ fn issue_runner_takes_the_oldest_issue_of_an_allowed_author_and_labels_it_done()
     assert!(fs::read_to_string(agent_log)
         .unwrap()
         .contains("opened pull request #10"));
-    assert!(!lab.state("claimed").exists());
+    assert!(!lab.state("claims/3").exists());
     assert_eq!(
         fs::read_to_string(lab.state("starts/3"))
             .unwrap()
@@ -1439,12 +1438,14 @@ fn issue_runner_agent_that_hangs_times_out_and_the_next_run_hands_the_issue_to_a
     );
     // Still claimed, and in progress.
     assert_eq!(lab.labels(3), ["agent:working"]);
-    assert!(lab.state("claimed").is_file());
+    assert!(lab.state("claims/3").is_file());
     lab.take_gh_calls();
 
-    // The next run finishes it first, then takes the next issue.
+    // The next run finishes it first (no restart left), then takes the
+    // next issue.
     lab.reply(2, "echo ROUTE: done");
     lab.runner(&["--timeout", "30s"])
+        .env("MAX_RESTARTS", "0")
         .stderr_contains("issue-runner: #3 moved to agent:needs-human")
         .stderr_contains("issue-runner: #8 moved to agent:done")
         .run();
@@ -1466,6 +1467,101 @@ fn issue_runner_agent_that_hangs_times_out_and_the_next_run_hands_the_issue_to_a
         calls[0].starts_with("issue comment 3 -R o/r --body "),
         "{calls:?}"
     );
+}
+
+#[test]
+fn issue_runner_restarts_a_run_that_died_and_the_agent_carries_its_session_on() {
+    let lab = three_issues();
+    lab.reply(1, "echo 'looking at it'; sleep 30");
+    lab.runner(&["--timeout", "2s"])
+        .status(124)
+        .stderr_contains("issue-runner:work timed out after 2s")
+        .run();
+    // The status listing: #3 is in flight, its run gone.
+    lab.loopx(&["run", "issue-runner:status"])
+        .env("REPO", "o/r")
+        .env("ALLOWED_AUTHORS", "alice")
+        .stderr_contains("#3  gone      run ")
+        .stderr_contains(", restarts 0: the next run restarts it\n")
+        .stderr_contains("issue-runner: 1 issue(s) in flight (MAX_CONCURRENT=1)\n")
+        .run();
+    // The next run restarts it: the same session (Claude Code's --resume).
+    lab.reply(2, "echo 'picked it up again'; echo ROUTE: done");
+    lab.runner(&["--log", "run.jsonl", "--timeout", "30s"])
+        .stderr_contains("issue-runner: restarting #3, left by run ")
+        .stderr_contains("(restart 1 of MAX_RESTARTS=1): its agent's session carries on")
+        .stderr_contains("issue-runner: #3 moved to agent:done")
+        .stderr_contains("issue-runner: carrying on claude's session")
+        .run();
+    assert_eq!(
+        path_taken(&lab.p.path("run.jsonl")),
+        ["issue-runner:index", "issue-runner:work", "issue-runner:finish"]
+    );
+    let args = lab.agent_file("args", 2);
+    assert!(args.contains("--resume\nfake\n"), "{args}");
+    assert_eq!(lab.labels(3), ["agent:done"]);
+    assert!(!lab.state("claims/3").exists());
+    assert!(!lab.state("sessions/3").exists(), "the session goes with the issue");
+    // Restarts are not starts.
+    assert_eq!(
+        fs::read_to_string(lab.state("starts/3")).unwrap().lines().count(),
+        1
+    );
+
+    // A run that dies past MAX_RESTARTS hands its issue to a human.
+    lab.reply(3, "echo 'again'; sleep 30").reply(4, "sleep 30");
+    for _ in 0..2 {
+        lab.runner(&["--timeout", "2s"])
+            .status(124)
+            .stderr_contains("issue-runner:work timed out after 2s")
+            .run();
+    }
+    lab.reply(0, "echo ROUTE: done");
+    lab.runner(&[])
+        .stderr_contains("issue-runner: #8 moved to agent:needs-human")
+        .stderr_contains("issue-runner: no open issue labeled agent:todo to take")
+        .run();
+    assert!(
+        lab.comments(8)
+            .contains("and it was restarted 1 time(s) (MAX_RESTARTS=1)."),
+        "{}",
+        lab.comments(8)
+    );
+}
+
+#[test]
+fn issue_runner_works_on_up_to_max_concurrent_issues_each_under_its_own_lock() {
+    let lab = three_issues();
+    // Two issues at once: the agent of each waits for the other to start.
+    let both = "touch \"$FAKE_AGENT/started-$$\"; \
+                i=0; while [ \"$(ls \"$FAKE_AGENT\" | grep -c '^started-')\" -lt 2 ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; \
+                echo ROUTE: done";
+    lab.reply(0, both);
+    let a = lab
+        .runner(&["--timeout", "60s"])
+        .env("MAX_CONCURRENT", "2")
+        .stderr_contains("issue-runner: #3 moved to agent:done")
+        .start();
+    // The first holds #3 before the second starts picking.
+    let claim = lab.state("claims/3");
+    crate::util::procs::wait_until("the first run claims #3", || claim.exists());
+    let b = lab
+        .runner(&["--timeout", "60s"])
+        .env("MAX_CONCURRENT", "2")
+        .stderr_contains("issue-runner: #8 moved to agent:done")
+        .start();
+    // A third run while both work: busy.
+    crate::util::procs::wait_until("the second run claims #8", || {
+        lab.state("claims/8").exists()
+    });
+    lab.runner(&[])
+        .env("MAX_CONCURRENT", "2")
+        .stderr_contains("issue-runner: 2 issue(s) in flight (MAX_CONCURRENT=2): nothing taken")
+        .run();
+    a.finish();
+    b.finish();
+    assert_eq!(lab.labels(3), ["agent:done"]);
+    assert_eq!(lab.labels(8), ["agent:done"]);
 }
 
 impl Lab {
@@ -1513,7 +1609,7 @@ fn issue_runner_takes_nothing_when_the_forge_cannot_move_the_label() {
         .stderr_contains("issue-runner: could not move #3 to agent:working; it was not taken")
         .run();
     assert_eq!(lab.labels(3), ["agent:todo"]);
-    assert!(!lab.state("claimed").exists());
+    assert!(!lab.state("claims/3").exists());
     assert!(!lab.state("starts/3").exists());
     assert_eq!(lab.agent_calls(), 0);
 }
@@ -1529,11 +1625,12 @@ fn issue_runner_that_cannot_clone_leaves_the_issue_to_the_next_run() {
         .stderr_contains("issue-runner: cloning o/r failed")
         .run();
     assert_eq!(lab.labels(3), ["agent:working"]);
-    assert!(lab.state("claimed").is_file());
+    assert!(lab.state("claims/3").is_file());
     assert_eq!(lab.agent_calls(), 0);
 
     lab.gh_fails("");
     lab.runner(&[])
+        .env("MAX_RESTARTS", "0")
         .stderr_contains("issue-runner: #3 moved to agent:needs-human")
         .stderr_contains("issue-runner: #8 moved to agent:done")
         .run();
@@ -1570,7 +1667,11 @@ fn issue_runner_starts_an_issue_at_most_max_starts_per_hour() {
     let lab = three_issues();
     // The agent fails every time.
     lab.reply(0, "echo 'crashed' >&2; exit 1");
-    let run = || lab.runner(&[]).env("MAX_STARTS_PER_HOUR", "1");
+    let run = || {
+        lab.runner(&[])
+            .env("MAX_STARTS_PER_HOUR", "1")
+            .env("MAX_RESTARTS", "0")
+    };
     run()
         .status(1)
         .stderr_contains("issue-runner: #3: the agent failed (exit 32)")
