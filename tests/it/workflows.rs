@@ -1530,9 +1530,10 @@ fn issue_runner_restarts_a_run_that_died_and_the_agent_carries_its_session_on() 
 #[test]
 fn issue_runner_works_on_up_to_max_concurrent_issues_each_under_its_own_lock() {
     let lab = three_issues();
-    // Two issues at once: the agent of each waits for the other to start.
+    // Two issues at once: each agent says it started, then waits for the
+    // test to let it finish.
     let both = "touch \"$FAKE_AGENT/started-$$\"; \
-                i=0; while [ \"$(ls \"$FAKE_AGENT\" | grep -c '^started-')\" -lt 2 ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; \
+                i=0; while [ ! -e \"$FAKE_AGENT/release\" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; \
                 echo ROUTE: done";
     lab.reply(0, both);
     let a = lab
@@ -1549,13 +1550,19 @@ fn issue_runner_works_on_up_to_max_concurrent_issues_each_under_its_own_lock() {
         .stderr_contains("issue-runner: #8 moved to agent:done")
         .start();
     // A third run while both work: busy.
-    crate::util::procs::wait_until("the second run claims #8", || {
-        lab.state("claims/8").exists()
+    crate::util::procs::wait_until("both agents run", || {
+        names_in(&lab.agent)
+            .iter()
+            .filter(|n| n.starts_with("started-"))
+            .count()
+            == 2
     });
+    assert!(lab.state("claims/8").exists());
     lab.runner(&[])
         .env("MAX_CONCURRENT", "2")
         .stderr_contains("issue-runner: 2 issue(s) in flight (MAX_CONCURRENT=2): nothing taken")
         .run();
+    fs::write(lab.agent.join("release"), "").expect("release the agents");
     a.finish();
     b.finish();
     assert_eq!(lab.labels(3), ["agent:done"]);
