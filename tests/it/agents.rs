@@ -278,7 +278,9 @@ fn a_denied_write_fails_the_script(agent: Agent) {
     )
     .status(1)
     .stderr_contains(" ended: permission_denied (")
-    .stderr_contains("ralph: the agent was denied a permission it needs: allow the command with AGENT_ALLOW")
+    .stderr_contains(
+        "ralph: the agent was denied a permission it needs: allow the command with AGENT_ALLOW",
+    )
     .stderr_contains("(permission_denied): permanent, not retried")
     .run();
     let wrote_outside = Path::new(&outside).exists();

@@ -699,7 +699,16 @@ fn ralph_stops_for_good_after_no_progress_limit_iterations_that_change_nothing()
     lab.reply(1, "echo 'did something'; echo one > one.txt")
         .reply(0, "echo 'nothing left that I can do'");
     lab.loopx(&[
-        "run", "--log", "run.jsonl", "-n", "20", "--retry", "2", "--retry-delay", "0", "ralph",
+        "run",
+        "--log",
+        "run.jsonl",
+        "-n",
+        "20",
+        "--retry",
+        "2",
+        "--retry-delay",
+        "0",
+        "ralph",
     ])
     .status(1)
     .stderr_contains(
@@ -728,7 +737,14 @@ fn ralph_no_progress_counts_repeated_failures_but_not_waits() {
         .reply(2, "echo '429 Too Many Requests' >&2; exit 1")
         .reply(0, "echo 'segmentation fault' >&2; exit 3");
     lab.loopx(&[
-        "run", "--log", "run.jsonl", "--retry", "5", "--retry-delay", "0", "ralph",
+        "run",
+        "--log",
+        "run.jsonl",
+        "--retry",
+        "5",
+        "--retry-delay",
+        "0",
+        "ralph",
     ])
     .env("NO_PROGRESS_LIMIT", "2")
     .env("AGENT_LIMIT_WAIT", "1s")
@@ -959,7 +975,14 @@ fn build_audit_fix_an_approval_over_failing_checks_is_another_round_and_ends_una
         .reply(3, "echo 'tried again' >> app.txt")
         .reply(4, APPROVE);
     lab.loopx(&[
-        "run", "--log", "run.jsonl", "--retry", "2", "--retry-delay", "0", "build-audit-fix",
+        "run",
+        "--log",
+        "run.jsonl",
+        "--retry",
+        "2",
+        "--retry-delay",
+        "0",
+        "build-audit-fix",
     ])
     .env("MAX_ROUNDS", "2")
     .env("TEST_CMD", "echo 'expected fixed'; false")
@@ -1023,7 +1046,14 @@ fn build_audit_fix_stops_for_good_when_fix_rounds_change_nothing() {
     lab.reply(1, "echo hello > app.txt").reply(0, REJECT);
     // The fixer gets REJECT's text too: it changes nothing.
     lab.loopx(&[
-        "run", "--log", "run.jsonl", "--retry", "2", "--retry-delay", "0", "build-audit-fix",
+        "run",
+        "--log",
+        "run.jsonl",
+        "--retry",
+        "2",
+        "--retry-delay",
+        "0",
+        "build-audit-fix",
     ])
     .env("MAX_ROUNDS", "10")
     .env("NO_PROGRESS_LIMIT", "2")
@@ -1039,7 +1069,9 @@ fn build_audit_fix_stops_for_good_when_fix_rounds_change_nothing() {
     assert_eq!(path.last().map(String::as_str), Some("build-audit-fix:fix"));
     // Two fixes that changed nothing, the second not retried.
     assert_eq!(
-        path.iter().filter(|t| t.starts_with("build-audit-fix:fix")).count(),
+        path.iter()
+            .filter(|t| t.starts_with("build-audit-fix:fix"))
+            .count(),
         2,
         "{path:?}"
     );
@@ -1053,7 +1085,10 @@ fn build_audit_fix_stops_for_good_when_fix_rounds_change_nothing() {
     assert!(report.contains("no progress in 2 fix attempts"), "{report}");
     // The user's checkout shows nothing of the run: the report and the
     // run directory are ignored.
-    assert_eq!(git(root, &["status", "--porcelain"]), "?? app.txt\n?? run.jsonl\n");
+    assert_eq!(
+        git(root, &["status", "--porcelain"]),
+        "?? app.txt\n?? run.jsonl\n"
+    );
 }
 
 #[test]
@@ -1493,16 +1528,26 @@ fn issue_runner_restarts_a_run_that_died_and_the_agent_carries_its_session_on() 
         .run();
     assert_eq!(
         path_taken(&lab.p.path("run.jsonl")),
-        ["issue-runner:index", "issue-runner:work", "issue-runner:finish"]
+        [
+            "issue-runner:index",
+            "issue-runner:work",
+            "issue-runner:finish"
+        ]
     );
     let args = lab.agent_file("args", 2);
     assert!(args.contains("--resume\nfake\n"), "{args}");
     assert_eq!(lab.labels(3), ["agent:done"]);
     assert!(!lab.state("claims/3").exists());
-    assert!(!lab.state("sessions/3").exists(), "the session goes with the issue");
+    assert!(
+        !lab.state("sessions/3").exists(),
+        "the session goes with the issue"
+    );
     // Restarts are not starts.
     assert_eq!(
-        fs::read_to_string(lab.state("starts/3")).unwrap().lines().count(),
+        fs::read_to_string(lab.state("starts/3"))
+            .unwrap()
+            .lines()
+            .count(),
         1
     );
 
