@@ -467,9 +467,6 @@ fn each_workflow_readme_documents_every_variable_its_scripts_read() {
         "PIPESTATUS",
         "PPID",
         "BASH_SOURCE",
-        // The agent CLIs' own (lib/agent.sh reads where Codex keeps its
-        // sessions).
-        "CODEX_HOME",
     ];
     for w in WORKFLOWS {
         let readme = fs::read_to_string(dir.join(w).join("README.md")).expect("README");
