@@ -348,6 +348,19 @@ fn files_under(dir: &Path) -> Vec<String> {
     out
 }
 
+/// The files `loopx agent` keeps per agent run in `dir` (its session and
+/// last-class bookkeeping aside).
+fn agent_files(dir: &Path) -> Vec<String> {
+    names_in(dir)
+        .into_iter()
+        .filter(|n| {
+            ["events.jsonl", "final.txt", "stderr.log", "summary.json"]
+                .iter()
+                .any(|k| n.ends_with(k))
+        })
+        .collect()
+}
+
 fn names_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("ls {}: {e}", dir.display()))
@@ -454,9 +467,6 @@ fn each_workflow_readme_documents_every_variable_its_scripts_read() {
         "PIPESTATUS",
         "PPID",
         "BASH_SOURCE",
-        // The agent CLIs' own (lib/agent.sh reads where Codex keeps its
-        // sessions).
-        "CODEX_HOME",
     ];
     for w in WORKFLOWS {
         let readme = fs::read_to_string(dir.join(w).join("README.md")).expect("README");
@@ -551,11 +561,11 @@ fn ralph_runs_a_fresh_agent_per_iteration_until_it_prints_the_done_line() {
     let run = only_dir(&lab.p.path(".loopx/ralph/runs"));
     let mut want = Vec::new();
     for n in 1..=4 {
-        for kind in ["events.jsonl", "final.txt", "stderr.log"] {
+        for kind in ["events.jsonl", "final.txt", "stderr.log", "summary.json"] {
             want.push(format!("iteration-{n}.{kind}"));
         }
     }
-    assert_eq!(names_in(&run), want);
+    assert_eq!(agent_files(&run), want);
     assert_eq!(
         fs::read_to_string(run.join("iteration-2.final.txt")).unwrap(),
         "did item 2\n"
@@ -618,17 +628,18 @@ fn ralph_retries_an_agent_that_hangs_past_the_timeout() {
     assert_eq!(path_taken(&log), ["ralph:index", "ralph:index#2"]);
     assert!(events(&log).iter().any(|e| e["event"] == "timeout"));
     let run = only_dir(&lab.p.path(".loopx/ralph/runs"));
-    assert_eq!(
-        names_in(&run),
-        [
-            "iteration-1.attempt-2.events.jsonl",
-            "iteration-1.attempt-2.final.txt",
-            "iteration-1.attempt-2.stderr.log",
-            "iteration-1.events.jsonl",
-            "iteration-1.final.txt",
-            "iteration-1.stderr.log"
-        ]
-    );
+    // Each attempt has its own files; the hung one's end depends on when
+    // the signal caught loopx agent, so only its events are sure.
+    let files = agent_files(&run);
+    for f in [
+        "iteration-1.attempt-2.events.jsonl",
+        "iteration-1.attempt-2.final.txt",
+        "iteration-1.attempt-2.stderr.log",
+        "iteration-1.attempt-2.summary.json",
+        "iteration-1.events.jsonl",
+    ] {
+        assert!(files.iter().any(|x| x == f), "{f} in {files:?}");
+    }
 }
 
 #[test]
@@ -658,12 +669,98 @@ fn ralph_fails_clearly_without_a_prompt_file_or_when_the_agent_fails() {
     assert_eq!(lab.agent_calls(), 0);
 
     lab.p.file("PROMPT.md", PROMPT);
-    lab.reply(0, "echo 'rate limited' >&2; exit 3");
+    lab.reply(0, "echo 'segmentation fault' >&2; exit 3");
     lab.loopx(&["run", "ralph"])
         .status(1)
-        .stderr_contains("ralph: the agent failed (exit 3): rate limited; its output: ")
-        .stderr_contains("iteration-1.stderr.log")
+        .stderr_contains("ralph: claude ended: crashed (")
+        .stderr_contains("segmentation fault")
+        .stderr_contains("loopx: error: script ralph:index exited with code 32")
         .run();
+}
+
+/// A ralph project in a git repository with one commit.
+fn ralph_in_git() -> Lab {
+    let lab = ralph();
+    let root = lab.p.root();
+    lab.p.file(".gitignore", "run.jsonl\n");
+    git(root, &["init", "-q"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-qm", "start"]);
+    lab
+}
+
+#[test]
+fn ralph_stops_for_good_after_no_progress_limit_iterations_that_change_nothing() {
+    let lab = ralph_in_git();
+    // Progress first (a new file), then nothing, again and again.
+    lab.reply(1, "echo 'did something'; echo one > one.txt")
+        .reply(0, "echo 'nothing left that I can do'");
+    lab.loopx(&[
+        "run",
+        "--log",
+        "run.jsonl",
+        "-n",
+        "20",
+        "--retry",
+        "2",
+        "--retry-delay",
+        "0",
+        "ralph",
+    ])
+    .status(1)
+    .stderr_contains(
+        "ralph: no progress in 3 iterations in a row (NO_PROGRESS_LIMIT=3): the same commit (",
+    )
+    .stderr_contains("the agent finished without changing anything; stopping for good")
+    .stderr_contains("loopx: error: script ralph:index exited with code 1")
+    .run();
+    let log = lab.p.path("run.jsonl");
+    // Not retried: the failure is permanent.
+    assert_eq!(path_taken(&log), ["ralph:index"; 4]);
+    let end = events(&log)
+        .into_iter()
+        .rev()
+        .find(|e| e["event"] == "script_end")
+        .expect("a script_end");
+    assert_eq!(end["class"], "no_progress", "{end}");
+    assert_eq!(lab.agent_calls(), 4);
+}
+
+#[test]
+fn ralph_no_progress_counts_repeated_failures_but_not_waits() {
+    let lab = ralph_in_git();
+    lab.reply(1, "echo 'segmentation fault' >&2; exit 3")
+        // A rate limit: a wait, not an iteration.
+        .reply(2, "echo '429 Too Many Requests' >&2; exit 1")
+        .reply(0, "echo 'segmentation fault' >&2; exit 3");
+    lab.loopx(&[
+        "run",
+        "--log",
+        "run.jsonl",
+        "--retry",
+        "5",
+        "--retry-delay",
+        "0",
+        "ralph",
+    ])
+    .env("NO_PROGRESS_LIMIT", "2")
+    .env("AGENT_LIMIT_WAIT", "1s")
+    .status(1)
+    .stderr_contains("ralph: claude ended: rate_limited")
+    .stderr_contains("ralph: no progress in 2 iterations in a row (NO_PROGRESS_LIMIT=2)")
+    .stderr_contains("the agent failed the same way each time: crashed (")
+    .run();
+    // Call 1 fails (the start), the wait, calls 3 and 4 fail the same way.
+    assert_eq!(lab.agent_calls(), 4);
+    // Off with 0: the retries run out instead.
+    let lab = ralph_in_git();
+    lab.reply(0, "echo 'nothing to do'");
+    lab.loopx(&["run", "-n", "6", "ralph"])
+        .env("NO_PROGRESS_LIMIT", "0")
+        .stderr_contains("ralph: iteration 6 (attempt 1)")
+        .stderr_lacks("no progress")
+        .run();
+    assert_eq!(lab.agent_calls(), 6);
 }
 
 // ======================================================= build-audit-fix
@@ -671,6 +768,10 @@ fn ralph_fails_clearly_without_a_prompt_file_or_when_the_agent_fails() {
 const TASK: &str = "Write app.txt saying hello.\n";
 const APPROVE: &str = "echo 'All good.'; echo '**VERDICT: APPROVED**'";
 const REJECT: &str = "echo 'app.txt must also say fixed.'; echo 'VERDICT: CHANGES REQUESTED'";
+
+/// Where build-audit-fix writes its report: in its own directory, which
+/// its .gitignore keeps out of `git status`.
+const BAF_REPORT: &str = ".loopx/build-audit-fix/report.md";
 
 fn build_audit_fix() -> Lab {
     let lab = Lab::new(&["build-audit-fix"]);
@@ -759,7 +860,7 @@ fn build_audit_fix_runs_checks_in_parallel_and_fixes_until_the_audit_approves() 
     assert!(fix.contains("## Tests: FAILED with exit code 1"), "{fix}");
     assert!(lab.prompt(4).contains("## Tests: passed"));
 
-    let report = lab.p.read("build-audit-fix-report.md");
+    let report = lab.p.read(BAF_REPORT);
     assert!(report.starts_with("# build-audit-fix report\n"), "{report}");
     assert!(
         report.contains("- Result: **approved** in round 2 (MAX_ROUNDS=3)\n"),
@@ -784,11 +885,11 @@ fn build_audit_fix_runs_checks_in_parallel_and_fixes_until_the_audit_approves() 
         assert!(row.ends_with(&format!(" | {outcome} |")), "{row}");
     }
     assert!(
-        report.contains("| 1 | passed | failed (exit 1) | changes requested |"),
+        report.contains("| 1 | passed | failed (exit 1) | changes requested | no |"),
         "{report}"
     );
     assert!(
-        report.contains("| 2 | passed | passed | approved |"),
+        report.contains("| 2 | passed | passed | approved | yes |"),
         "{report}"
     );
     assert!(report.contains("## Last audit\n\nAll good.\n"), "{report}");
@@ -813,7 +914,10 @@ fn build_audit_fix_stops_with_exit_1_after_max_rounds_without_approval() {
         .env("MAX_ROUNDS", "2")
         .env("TEST_CMD", "true")
         .status(1)
-        .stderr_contains("build-audit-fix: not approved after 2 rounds (MAX_ROUNDS=2)")
+        .stderr_contains(
+            "build-audit-fix: not approved after 2 rounds (MAX_ROUNDS=2): \
+             the checks pass, but the auditor still requests changes; report: ",
+        )
         .stderr_contains(
             "loopx: error: script build-audit-fix:report exited with code 1; stopping the loop",
         )
@@ -837,26 +941,151 @@ fn build_audit_fix_stops_with_exit_1_after_max_rounds_without_approval() {
         4,
         "build, audit, fix, audit: no third round"
     );
-    let report = lab.p.read("build-audit-fix-report.md");
+    let report = lab.p.read(BAF_REPORT);
     assert!(
         report.contains(
             "- Result: **not approved** after 2 rounds (MAX_ROUNDS=2): \
-             the loop stopped without an approval\n"
+             the checks pass, but the auditor still requests changes\n"
         ),
         "{report}"
     );
     assert!(
-        report.contains("| 1 | skipped | passed | changes requested |"),
+        report.contains("| 1 | skipped | passed | changes requested | no |"),
         "{report}"
     );
     assert!(
-        report.contains("| 2 | skipped | passed | changes requested |"),
+        report.contains("| 2 | skipped | passed | changes requested | no |"),
         "{report}"
     );
     // The round count lives in the run directory's state file.
     let run = only_dir(&lab.p.path(".loopx/build-audit-fix/runs"));
     let state = fs::read_to_string(run.join("state")).unwrap();
     assert!(state.lines().any(|l| l == "round=2"), "{state}");
+}
+
+#[test]
+fn build_audit_fix_an_approval_over_failing_checks_is_another_round_and_ends_unapproved() {
+    let lab = build_audit_fix();
+    // The auditor approves every time; the tests never pass.
+    lab.reply(1, "echo hello > app.txt")
+        .reply(2, APPROVE)
+        .reply(3, "echo 'tried again' >> app.txt")
+        .reply(4, APPROVE);
+    lab.loopx(&[
+        "run",
+        "--log",
+        "run.jsonl",
+        "--retry",
+        "2",
+        "--retry-delay",
+        "0",
+        "build-audit-fix",
+    ])
+    .env("MAX_ROUNDS", "2")
+    .env("TEST_CMD", "echo 'expected fixed'; false")
+    .status(1)
+    .stderr_contains(
+        "build-audit-fix: not approved after 2 rounds (MAX_ROUNDS=2): \
+         the auditor approved, but the checks still fail; report: ",
+    )
+    .stderr_contains("loopx: error: script build-audit-fix:report exited with code 1")
+    .run();
+    let log = lab.p.path("run.jsonl");
+    // Not retried: the outcome is final.
+    assert_eq!(
+        path_taken(&log),
+        [
+            "build-audit-fix:index",
+            "build-audit-fix:checks",
+            "build-audit-fix:audit",
+            "build-audit-fix:fix",
+            "build-audit-fix:checks",
+            "build-audit-fix:audit",
+            "build-audit-fix:report"
+        ]
+    );
+    // The fixer is told the checks must pass.
+    let fix = lab.prompt(3);
+    assert!(
+        fix.contains("A round passes only when the checks pass and the auditor approves"),
+        "{fix}"
+    );
+    assert!(fix.contains("## Tests: FAILED with exit code 1"), "{fix}");
+    let report = lab.p.read(BAF_REPORT);
+    assert!(
+        report.contains(
+            "- Result: **not approved** after 2 rounds (MAX_ROUNDS=2): \
+             the auditor approved, but the checks still fail\n"
+        ),
+        "{report}"
+    );
+    for r in 1..=2 {
+        assert!(
+            report.contains(&format!(
+                "| {r} | skipped | failed (exit 1) | approved | no |"
+            )),
+            "{report}"
+        );
+    }
+    assert!(
+        report_row(&report, "3").ends_with(" | approved, but the checks fail |"),
+        "{report}"
+    );
+}
+
+#[test]
+fn build_audit_fix_stops_for_good_when_fix_rounds_change_nothing() {
+    let lab = build_audit_fix();
+    let root = lab.p.root();
+    git(root, &["init", "-q"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-qm", "start"]);
+    lab.reply(1, "echo hello > app.txt").reply(0, REJECT);
+    // The fixer gets REJECT's text too: it changes nothing.
+    lab.loopx(&[
+        "run",
+        "--log",
+        "run.jsonl",
+        "--retry",
+        "2",
+        "--retry-delay",
+        "0",
+        "build-audit-fix",
+    ])
+    .env("MAX_ROUNDS", "10")
+    .env("NO_PROGRESS_LIMIT", "2")
+    .status(1)
+    .stderr_contains(
+        "build-audit-fix: the fix step failed: no progress in 2 fix attempts in a row \
+         (NO_PROGRESS_LIMIT=2): the same commit (",
+    )
+    .stderr_contains("the fixer finished without changing anything; stopping for good")
+    .run();
+    let log = lab.p.path("run.jsonl");
+    let path = path_taken(&log);
+    assert_eq!(path.last().map(String::as_str), Some("build-audit-fix:fix"));
+    // Two fixes that changed nothing, the second not retried.
+    assert_eq!(
+        path.iter()
+            .filter(|t| t.starts_with("build-audit-fix:fix"))
+            .count(),
+        2,
+        "{path:?}"
+    );
+    let end = events(&log)
+        .into_iter()
+        .rev()
+        .find(|e| e["event"] == "script_end")
+        .expect("a script_end");
+    assert_eq!(end["class"], "no_progress", "{end}");
+    let report = lab.p.read(BAF_REPORT);
+    assert!(report.contains("no progress in 2 fix attempts"), "{report}");
+    // The user's checkout shows nothing of the run: the report and the
+    // run directory are ignored.
+    assert_eq!(
+        git(root, &["status", "--porcelain"]),
+        "?? app.txt\n?? run.jsonl\n"
+    );
 }
 
 #[test]
@@ -883,14 +1112,15 @@ fn build_audit_fix_worktree_commits_each_step_on_a_new_branch_and_leaves_the_che
         .run();
 
     // The checkout: same commit, same branch, same files; the one new
-    // file is the report (and the run log this test asked for).
+    // file is the run log this test asked for (the report is in the
+    // workflow's directory, which its .gitignore keeps out).
     assert_eq!(git(root, &["rev-parse", "HEAD"]), head);
     assert_eq!(git(root, &["branch", "--show-current"]), "main\n");
     assert_eq!(lab.p.read("notes.txt"), "mine, still editing\n");
     assert!(!lab.p.exists("app.txt"));
     assert_eq!(
         git(root, &["status", "--porcelain"]),
-        format!("{status}?? build-audit-fix-report.md\n?? run.jsonl\n")
+        format!("{status}?? run.jsonl\n")
     );
 
     // The agents worked in a worktree outside the project.
@@ -930,7 +1160,7 @@ fn build_audit_fix_worktree_commits_each_step_on_a_new_branch_and_leaves_the_che
         git(root, &["show", &format!("{branch}:notes.txt")]),
         "mine\n"
     );
-    let report = lab.p.read("build-audit-fix-report.md");
+    let report = lab.p.read(BAF_REPORT);
     assert!(
         report.contains(&format!(
             "- Branch: `{branch}`, from commit {}",
@@ -967,7 +1197,7 @@ fn build_audit_fix_agent_that_hangs_times_out_and_the_report_says_where() {
             "build-audit-fix:audit"
         ]
     );
-    let report = lab.p.read("build-audit-fix-report.md");
+    let report = lab.p.read(BAF_REPORT);
     assert!(
         report
             .contains("- Result: stopped: the audit step was stopped (timed out or interrupted)\n"),
@@ -1149,7 +1379,7 @@ fn issue_runner_takes_the_oldest_issue_of_an_allowed_author_and_labels_it_done()
     assert!(fs::read_to_string(agent_log)
         .unwrap()
         .contains("opened pull request #10"));
-    assert!(!lab.state("claimed").exists());
+    assert!(!lab.state("claims/3").exists());
     assert_eq!(
         fs::read_to_string(lab.state("starts/3"))
             .unwrap()
@@ -1238,12 +1468,14 @@ fn issue_runner_agent_that_hangs_times_out_and_the_next_run_hands_the_issue_to_a
     );
     // Still claimed, and in progress.
     assert_eq!(lab.labels(3), ["agent:working"]);
-    assert!(lab.state("claimed").is_file());
+    assert!(lab.state("claims/3").is_file());
     lab.take_gh_calls();
 
-    // The next run finishes it first, then takes the next issue.
+    // The next run finishes it first (no restart left), then takes the
+    // next issue.
     lab.reply(2, "echo ROUTE: done");
     lab.runner(&["--timeout", "30s"])
+        .env("MAX_RESTARTS", "0")
         .stderr_contains("issue-runner: #3 moved to agent:needs-human")
         .stderr_contains("issue-runner: #8 moved to agent:done")
         .run();
@@ -1265,6 +1497,118 @@ fn issue_runner_agent_that_hangs_times_out_and_the_next_run_hands_the_issue_to_a
         calls[0].starts_with("issue comment 3 -R o/r --body "),
         "{calls:?}"
     );
+}
+
+#[test]
+fn issue_runner_restarts_a_run_that_died_and_the_agent_carries_its_session_on() {
+    let lab = three_issues();
+    lab.reply(1, "echo 'looking at it'; sleep 30");
+    lab.runner(&["--timeout", "2s"])
+        .status(124)
+        .stderr_contains("issue-runner:work timed out after 2s")
+        .run();
+    // The status listing: #3 is in flight, its run gone.
+    lab.loopx(&["run", "issue-runner:status"])
+        .env("REPO", "o/r")
+        .env("ALLOWED_AUTHORS", "alice")
+        .stderr_contains("#3  gone      run ")
+        .stderr_contains(", restarts 0: the next run restarts it\n")
+        .stderr_contains("issue-runner: 1 issue(s) in flight (MAX_CONCURRENT=1)\n")
+        .run();
+    // The next run restarts it: the same session (Claude Code's --resume).
+    lab.reply(2, "echo 'picked it up again'; echo ROUTE: done");
+    lab.runner(&["--log", "run.jsonl", "--timeout", "30s"])
+        .stderr_contains("issue-runner: restarting #3, left by run ")
+        .stderr_contains("(restart 1 of MAX_RESTARTS=1): its agent's session carries on")
+        .stderr_contains("issue-runner: #3 moved to agent:done")
+        .stderr_contains("issue-runner: carrying on claude's session")
+        .run();
+    assert_eq!(
+        path_taken(&lab.p.path("run.jsonl")),
+        [
+            "issue-runner:index",
+            "issue-runner:work",
+            "issue-runner:finish"
+        ]
+    );
+    let args = lab.agent_file("args", 2);
+    assert!(args.contains("--resume\nfake\n"), "{args}");
+    assert_eq!(lab.labels(3), ["agent:done"]);
+    assert!(!lab.state("claims/3").exists());
+    assert!(
+        !lab.state("sessions/3").exists(),
+        "the session goes with the issue"
+    );
+    // Restarts are not starts.
+    assert_eq!(
+        fs::read_to_string(lab.state("starts/3"))
+            .unwrap()
+            .lines()
+            .count(),
+        1
+    );
+
+    // A run that dies past MAX_RESTARTS hands its issue to a human.
+    lab.reply(3, "echo 'again'; sleep 30").reply(4, "sleep 30");
+    for _ in 0..2 {
+        lab.runner(&["--timeout", "2s"])
+            .status(124)
+            .stderr_contains("issue-runner:work timed out after 2s")
+            .run();
+    }
+    lab.reply(0, "echo ROUTE: done");
+    lab.runner(&[])
+        .stderr_contains("issue-runner: #8 moved to agent:needs-human")
+        .stderr_contains("issue-runner: no open issue labeled agent:todo to take")
+        .run();
+    assert!(
+        lab.comments(8)
+            .contains("and it was restarted 1 time(s) (MAX_RESTARTS=1)."),
+        "{}",
+        lab.comments(8)
+    );
+}
+
+#[test]
+fn issue_runner_works_on_up_to_max_concurrent_issues_each_under_its_own_lock() {
+    let lab = three_issues();
+    // Two issues at once: each agent says it started, then waits for the
+    // test to let it finish.
+    let both = "touch \"$FAKE_AGENT/started-$$\"; \
+                i=0; while [ ! -e \"$FAKE_AGENT/release\" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; \
+                echo ROUTE: done";
+    lab.reply(0, both);
+    let a = lab
+        .runner(&["--timeout", "60s"])
+        .env("MAX_CONCURRENT", "2")
+        .stderr_contains("issue-runner: #3 moved to agent:done")
+        .start();
+    // The first holds #3 before the second starts picking.
+    let claim = lab.state("claims/3");
+    crate::util::procs::wait_until("the first run claims #3", || claim.exists());
+    let b = lab
+        .runner(&["--timeout", "60s"])
+        .env("MAX_CONCURRENT", "2")
+        .stderr_contains("issue-runner: #8 moved to agent:done")
+        .start();
+    // A third run while both work: busy.
+    crate::util::procs::wait_until("both agents run", || {
+        names_in(&lab.agent)
+            .iter()
+            .filter(|n| n.starts_with("started-"))
+            .count()
+            == 2
+    });
+    assert!(lab.state("claims/8").exists());
+    lab.runner(&[])
+        .env("MAX_CONCURRENT", "2")
+        .stderr_contains("issue-runner: 2 issue(s) in flight (MAX_CONCURRENT=2): nothing taken")
+        .run();
+    fs::write(lab.agent.join("release"), "").expect("release the agents");
+    a.finish();
+    b.finish();
+    assert_eq!(lab.labels(3), ["agent:done"]);
+    assert_eq!(lab.labels(8), ["agent:done"]);
 }
 
 impl Lab {
@@ -1312,7 +1656,7 @@ fn issue_runner_takes_nothing_when_the_forge_cannot_move_the_label() {
         .stderr_contains("issue-runner: could not move #3 to agent:working; it was not taken")
         .run();
     assert_eq!(lab.labels(3), ["agent:todo"]);
-    assert!(!lab.state("claimed").exists());
+    assert!(!lab.state("claims/3").exists());
     assert!(!lab.state("starts/3").exists());
     assert_eq!(lab.agent_calls(), 0);
 }
@@ -1328,11 +1672,12 @@ fn issue_runner_that_cannot_clone_leaves_the_issue_to_the_next_run() {
         .stderr_contains("issue-runner: cloning o/r failed")
         .run();
     assert_eq!(lab.labels(3), ["agent:working"]);
-    assert!(lab.state("claimed").is_file());
+    assert!(lab.state("claims/3").is_file());
     assert_eq!(lab.agent_calls(), 0);
 
     lab.gh_fails("");
     lab.runner(&[])
+        .env("MAX_RESTARTS", "0")
         .stderr_contains("issue-runner: #3 moved to agent:needs-human")
         .stderr_contains("issue-runner: #8 moved to agent:done")
         .run();
@@ -1369,16 +1714,20 @@ fn issue_runner_starts_an_issue_at_most_max_starts_per_hour() {
     let lab = three_issues();
     // The agent fails every time.
     lab.reply(0, "echo 'crashed' >&2; exit 1");
-    let run = || lab.runner(&[]).env("MAX_STARTS_PER_HOUR", "1");
+    let run = || {
+        lab.runner(&[])
+            .env("MAX_STARTS_PER_HOUR", "1")
+            .env("MAX_RESTARTS", "0")
+    };
     run()
         .status(1)
-        .stderr_contains("issue-runner: #3: the agent failed (exit 1)")
+        .stderr_contains("issue-runner: #3: the agent failed (exit 32)")
         .run();
     // The next run hands #3 to a human, then takes #8 (which fails too).
     run()
         .status(1)
         .stderr_contains("issue-runner: #3 moved to agent:needs-human")
-        .stderr_contains("issue-runner: #8: the agent failed (exit 1)")
+        .stderr_contains("issue-runner: #8: the agent failed (exit 32)")
         .run();
     assert_eq!(lab.labels(3), ["agent:needs-human"]);
     // Someone (or some bot) puts #3 back at once: it is not started again

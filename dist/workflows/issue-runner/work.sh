@@ -7,17 +7,21 @@
 #   ROUTE: <token>        -> the label ROUTES maps <token> to; an unknown
 #                            token goes to NEEDS_HUMAN_LABEL
 #
+# The agent's files are kept per issue (state/sessions/<n>/agent.*), so
+# that a restart after a crash carries its session on.
+#
 # If the clone, the forge or the agent fails, this step fails, so that
 # loopx's --retry runs it again from a new clone; when no retry is left the
-# issue stays claimed and the next run moves it to NEEDS_HUMAN_LABEL. A
-# timed-out agent (--timeout) goes the same way.
+# issue stays claimed and the next run restarts it (MAX_RESTARTS) or moves
+# it to NEEDS_HUMAN_LABEL. A timed-out agent (--timeout) goes the same way.
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
 
 number=$(cat)
 case $number in '' | *[!0-9]*) die "work: expected an issue number on stdin, got '$number'" ;; esac
-[ "$(claim_get number)" = "$number" ] || die "work: #$number is not the issue this runner took"
+claimed=$claims_dir/$number
+[ "$(claim_get run)" = "$LOOPX_RUN_ID" ] || die "work: #$number is not an issue this run took"
 
 mkdir -p "$run_dir" || die "cannot create $run_dir"
 clone=$run_dir/clone
@@ -59,25 +63,33 @@ $body
 $instructions"
 
 say "#$number: ${AGENT_CMD:-${AGENT:-claude}} in $clone (attempt $LOOPX_ATTEMPT)"
-agent_label="issue-runner: #$number"
 printf '%s\n' "$prompt" >"$run_dir/agent.prompt.md" || die "cannot write $run_dir/agent.prompt.md"
 # The agent may run git and the forge's CLI (to push and open the pull
 # request) besides its edits; AGENT_ALLOW adds more.
-agent_run "$run_dir/agent" "$clone" "$run_dir/agent.prompt.md" "$forge_cmd"
-case $? in
-  0) ;;
-  2)
-    # A usage or rate limit: loopx runs this step again after the wait.
-    agent_emit_wait
-    exit 0
-    ;;
-  *) exit 1 ;;
-esac
+# The agent's files live with the issue, not the run: a restart of a run
+# that died carries the agent's session on (loopx agent resumes it).
+out=$("$LOOPX_BIN" agent --output --dir "$sessions_dir/$number" --step agent --workdir "$clone" \
+  --prompt "$run_dir/agent.prompt.md" --allow "$forge_cmd")
+status=$?
+if [ "$status" -ne 0 ]; then
+  # A failure fails the step (for --retry), for good when no retry can fix
+  # it: loopx agent's output says which.
+  say "#$number: the agent failed (exit $status)"
+  case $out in *'"class":"permission_denied"'*) say "#$number: the agent was denied a permission it needs: allow the command with AGENT_ALLOW, or set AGENT_UNSAFE=1 inside a sandbox (a container, a VM)" ;; esac
+  printf '%s\n' "$out"
+  exit "$status"
+fi
+if [ -n "$(printf '%s' "$out" | json .retry_after)" ]; then
+  # A usage or rate limit, or an outage: loopx runs this step again after
+  # the wait.
+  printf '%s\n' "$out"
+  exit 0
+fi
+cost=$(printf '%s' "$out" | json .cost_usd)
 
 # The final message of the attempt that finished, for finish.sh.
-cp "$agent_final" "$run_dir/agent.log"
-log=$agent_final
-route=$(sed 's/[*`]//g' "$log" | sed -n 's/^[[:space:]]*ROUTE:[[:space:]]*\([^[:space:]]*\).*/\1/p' | tail -n 1)
+printf '%s' "$out" | json .result >"$run_dir/agent.log"
+route=$(sed 's/[*`]//g' "$run_dir/agent.log" | sed -n 's/^[[:space:]]*ROUTE:[[:space:]]*\([^[:space:]]*\).*/\1/p' | tail -n 1)
 [ -n "$route" ] || route="done"
 say "#$number: the agent routed it to '$route'"
-agent_output --result "$number $route" --goto finish
+output --result "$number $route" --goto finish ${cost:+--cost-usd "$cost"}

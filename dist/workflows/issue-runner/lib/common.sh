@@ -5,21 +5,24 @@
 #
 # State (STATE_DIR, by default state/ in the workflow's directory), kept
 # across runs, so it must live on a disk that survives them:
-#   claimed        the issue this runner took and has not finished:
-#                  key=value lines number, run, pid, and once the outcome is
-#                  known, label (and claimed.note, the comment to post).
-#                  The next run finishes it (index.sh) if this run could not.
+#   claims/<n>     the lock of issue <n>, taken and not finished: key=value
+#                  lines number, run, pid (the loopx of the run that holds
+#                  it), restarts, and once the outcome is known, label (and
+#                  claims/<n>.note, the comment to post). A claim whose
+#                  loopx is gone is picked up by the next run: restarted
+#                  (at most MAX_RESTARTS times), or finished.
+#   sessions/<n>/  the agent's files for issue <n> (`loopx agent --dir`):
+#                  its session survives a crashed run, and a restart
+#                  carries it on.
 #   starts/<n>     one line per start on issue <n> (seconds since 1970)
+#   pick.lock/     held while a run picks an issue (pid inside)
 # Each run that takes an issue also gets runs/<LOOPX_RUN_ID>/: the clean
 # clone (removed when the issue is finished) and the agent's files
-# (lib/agent.sh): agent[.wait-<w>][.attempt-<m>].events.jsonl (its raw
-# output), .final.txt (its final message), .stderr.log, and the prompt.
-
-# shellcheck source-path=SCRIPTDIR source-path=SCRIPTDIR/lib source=agent.sh
-. "$(dirname "${BASH_SOURCE[0]}")/agent.sh"
+# (`loopx agent`): agent[.wait-<w>][.attempt-<m>].events.jsonl (its raw
+# output), .final.txt (its final message), .stderr.log, .summary.json, and
+# the prompt.
 
 root=$LOOPX_PROJECT_ROOT
-agent_label=issue-runner
 forge_cmd=${FORGE_CMD:-gh}
 repo=${REPO:-}
 allowed_authors=${ALLOWED_AUTHORS:-}
@@ -29,9 +32,14 @@ done_label=${DONE_LABEL:-agent:done}
 needs_human_label=${NEEDS_HUMAN_LABEL:-agent:needs-human}
 routes=${ROUTES:-}
 max_starts=${MAX_STARTS_PER_HOUR:-2}
+max_concurrent=${MAX_CONCURRENT:-1}
+max_restarts=${MAX_RESTARTS:-1}
 state_dir=${STATE_DIR:-$PWD/state}
 case $state_dir in /*) ;; *) state_dir=$root/$state_dir ;; esac
-claimed=$state_dir/claimed
+claims_dir=$state_dir/claims
+sessions_dir=$state_dir/sessions
+# The claim a step works on: claims/<n>, set once the step knows <n>.
+claimed=""
 runs_dir=$PWD/runs
 run_dir=$runs_dir/$LOOPX_RUN_ID
 
@@ -42,6 +50,7 @@ die() {
 }
 # $LOOPX_BIN is the loopx of this run.
 output() { "$LOOPX_BIN" output "$@"; }
+json() { "$LOOPX_BIN" json "$@"; }
 
 # FORGE_CMD is a command line (flags and quotes allowed); the arguments are
 # appended to it.
@@ -53,7 +62,28 @@ forge() { bash -c "$forge_cmd \"\$@\"" forge "$@"; }
 case $max_starts in
   '' | *[!0-9]* | 0) die "MAX_STARTS_PER_HOUR must be a positive integer, not '$max_starts'" ;;
 esac
-mkdir -p "$state_dir/starts" || die "cannot create $state_dir"
+case $max_concurrent in
+  '' | *[!0-9]* | 0) die "MAX_CONCURRENT must be a positive integer, not '$max_concurrent'" ;;
+esac
+case $max_restarts in
+  '' | *[!0-9]*) die "MAX_RESTARTS must be a number, not '$max_restarts'" ;;
+esac
+mkdir -p "$state_dir/starts" "$claims_dir" "$sessions_dir" || die "cannot create $state_dir"
+
+# holder_alive <pid>: the loopx that holds a claim still runs. (In a
+# container, this run's loopx may have the pid an earlier one had.)
+holder_alive() {
+  [ -n "$1" ] && [ "$1" != "$PPID" ] && ps -p "$1" -o command= 2>/dev/null | grep -q loopx
+}
+
+# claims_in_flight: the numbers of the claims, one a line.
+claims_in_flight() {
+  local f
+  for f in "$claims_dir"/*; do
+    case ${f##*/} in '' | *[!0-9]*) continue ;; esac
+    [ -f "$f" ] && printf '%s\n' "${f##*/}"
+  done
+}
 
 # ---------------------------------------------------------------- labels
 
@@ -138,6 +168,7 @@ finish_issue() {
   forge issue edit "$1" -R "$repo" --add-label "$2" --remove-label "$in_progress_label" >&2 ||
     die "could not move #$1 to $2 (the next run tries again)"
   rm -f "$claimed" "$claimed.note"
+  rm -rf "${sessions_dir:?}/$1"
   [ -n "$run" ] && rm -rf "$runs_dir/$run/clone"
   say "#$1 moved to $2"
 }
