@@ -272,6 +272,43 @@ fn npm_install_g_with_scripts_fetches_the_binary_at_install_time() {
     assert!(!exists(&user.home().join(".cache/loopx")));
 }
 
+/// The first hour after `npm install -g loopx`: npm's bin entry is the
+/// binary itself (the install script put it there), so no shim tells it
+/// where the package's tsx is. The up-front check of a workflow's
+/// TypeScript and JSX scripts must find it where the run does, not warn
+/// about a script that then runs fine (runtime.rs, warn_unrunnable).
+#[test]
+fn npm_install_g_runs_a_workflow_with_ts_and_tsx_scripts_without_a_false_warning() {
+    let server = Server::serve_dir(&tree().out).expect("start server");
+    let user = User::new("npm-ts-check", &server.url());
+    user.npm_install_g(&[]);
+    let p = Project::new();
+    p.script(
+        "review",
+        "index.sh",
+        "\"$LOOPX_BIN\" output --result draft --goto summarize\n",
+    );
+    // .tsx: JSX needs tsx on every Node, type stripping or not.
+    p.script(
+        "review",
+        "summarize.tsx",
+        "import { input, output } from \"loopx\";\n\
+         const text: string = await input();\n\
+         output({ result: `summary of ${text}`, goto: \"sink\" });\n",
+    );
+    p.script(
+        "review",
+        "sink.sh",
+        "cat > \"$LOOPX_PROJECT_ROOT/got\"\n$LOOPX_BIN output --stop\n",
+    );
+    // Strict: an empty stderr, so no warning.
+    user.loopx(&["run", "review"])
+        .current_dir(p.root())
+        .stdout("")
+        .run();
+    assert_eq!(p.read("got"), "summary of draft");
+}
+
 #[test]
 fn npm_install_g_ignore_scripts_fetches_verifies_and_runs_on_first_use_only() {
     let server = Server::serve_dir(&tree().out).expect("start server");
