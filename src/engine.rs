@@ -266,11 +266,18 @@ fn judge(finished: &Finished, label: &str, script: &Script, timeout: Option<Dura
             // likeliest cause of a bash script failing at once.
             let crlf = (script.kind == Kind::Bash && discovery::has_crlf(&script.path))
                 .then(|| script.path.clone());
+            // 127 is bash's "command not found": `loopx` by name instead of
+            // "$LOOPX_BIN" (§3.4) is the likeliest command a script expects.
+            let bare_loopx = (code == 127
+                && script.kind == Kind::Bash
+                && discovery::calls_bare_loopx(&script.path))
+            .then(|| script.path.clone());
             failed(
                 Error::ScriptFailed {
                     script: label,
                     code,
                     crlf,
+                    bare_loopx,
                 },
                 true,
                 how,

@@ -93,10 +93,13 @@ pub enum Error {
     /// A script ended with a non-zero exit code (§7.2). `crlf`: the
     /// script's file, when it is a bash script with CRLF line endings
     /// (probably why it failed).
+    /// `bare_loopx`: the script's file, when it exited 127 (command not
+    /// found) and calls `loopx` by name instead of `"$LOOPX_BIN"` (§3.4).
     ScriptFailed {
         script: String,
         code: i32,
         crlf: Option<PathBuf>,
+        bare_loopx: Option<PathBuf>,
     },
     /// A script was killed by a signal: a non-zero exit for §7.2.
     ScriptKilled {
@@ -603,8 +606,23 @@ impl fmt::Display for Error {
                 waited.as_secs(),
                 shown(&lock.to_string_lossy())
             ),
-            Error::ScriptFailed { script, code, crlf } => {
+            Error::ScriptFailed {
+                script,
+                code,
+                crlf,
+                bare_loopx,
+            } => {
                 write!(f, "script {script} exited with code {code}; stopping the loop")?;
+                if let Some(path) = bare_loopx {
+                    write!(
+                        f,
+                        "\nhint: {} calls `loopx` by name, and exit code 127 is bash's \
+                         \"command not found\"; scripts call the loopx that runs them as \
+                         \"$LOOPX_BIN\" (e.g. `\"$LOOPX_BIN\" output --stop`), which needs \
+                         no loopx on PATH",
+                        shown(&path.to_string_lossy())
+                    )?;
+                }
                 if let Some(path) = crlf {
                     let path = path.to_string_lossy();
                     write!(
@@ -859,6 +877,7 @@ mod tests {
             script: "w:index".into(),
             code: 127,
             crlf: Some("/p/.loopx/w/it's.sh".into()),
+            bare_loopx: None,
         };
         assert_eq!(
             e.to_string(),

@@ -283,6 +283,38 @@ fn a_bash_script_with_crlf_line_endings_that_fails_says_so() {
         .run();
 }
 
+#[test]
+fn a_bash_script_that_calls_loopx_by_name_and_fails_127_is_told_about_loopx_bin() {
+    // §3.4: scripts reach loopx as "$LOOPX_BIN"; `loopx` by name is not on
+    // the scripts' PATH here (a standalone binary in a directory of its own).
+    let p = Project::new();
+    p.script("w", "index.sh", "loopx output --stop\n");
+    let path = real(&p.path(".loopx/w/index.sh"));
+    p.loopx(&["run", "w"])
+        .env("PATH", "/usr/bin:/bin")
+        .status(1)
+        .stdout("")
+        // bash's own words first, then loopx's error and the hint.
+        .stderr_contains("loopx: command not found")
+        .stderr_contains(&format!(
+            "loopx: error: script w:index exited with code 127; stopping the loop\n\
+             hint: {path} calls `loopx` by name, and exit code 127 is bash's \"command not \
+             found\"; scripts call the loopx that runs them as \"$LOOPX_BIN\" (e.g. \
+             `\"$LOOPX_BIN\" output --stop`), which needs no loopx on PATH\n"
+        ))
+        .run();
+    // Another command not found gets no such hint.
+    let q = Project::new();
+    q.script("w", "index.sh", "no-such-tool --flag\n");
+    q.loopx(&["run", "w"])
+        .env("PATH", "/usr/bin:/bin")
+        .status(1)
+        .stdout("")
+        .stderr_contains("no-such-tool: command not found")
+        .stderr_lacks("hint:")
+        .run();
+}
+
 // ------------------------------------------------- TypeScript up front
 
 /// A directory holding only a `node` that answers loopx's type-stripping
