@@ -414,22 +414,20 @@ impl fmt::Display for Error {
                 write!(f, "{}\nhint: see '{help}'", shown(message))
             }
             Error::NoLoopxDir { root, above } => {
-                write!(
-                    f,
-                    "no .loopx/ directory in {}\n\
-                     hint: create a workflow with `mkdir -p .loopx/<workflow>` and put an \
-                     index.sh (or index.ts) script in it",
-                    root.display()
-                )?;
-                // §5.1: loopx looks only in the current directory, never
-                // above it; a parent's .loopx/ is probably the one meant.
+                // One statement, then a hint that adds something: how to
+                // get a workflow, or (§5.1: loopx looks only in the current
+                // directory, never above it) where the one meant probably is.
+                write!(f, "no .loopx/ directory in {}\nhint: ", root.display())?;
                 match above {
                     Some(dir) => write!(
                         f,
-                        ", or run loopx from {}, which has one",
+                        "run loopx from {}, which has one (or `loopx init` to start one here)",
                         shown(&dir.to_string_lossy())
                     ),
-                    None => Ok(()),
+                    None => f.write_str(
+                        "`loopx init` writes a workflow to start from (.loopx/main/index.sh); \
+                         `loopx init -h` lists the ready-made ones",
+                    ),
                 }
             }
             Error::Validation { problems } => {
@@ -861,8 +859,7 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "no .loopx/ directory in /p/src/deep\n\
-             hint: create a workflow with `mkdir -p .loopx/<workflow>` and put an index.sh \
-             (or index.ts) script in it, or run loopx from /p, which has one"
+             hint: run loopx from /p, which has one (or `loopx init` to start one here)"
         );
         let e = Error::InvalidTarget {
             target: "ralph/review".into(),

@@ -18,7 +18,8 @@ const BEFORE: &str = "stdout has text before its JSON object; only a whole JSON 
                       parsed, so all of stdout is the result (print other text to stderr)";
 const AFTER: &str = "stdout has text after its JSON object; only a whole JSON object is \
                      parsed, so all of stdout is the result (print other text to stderr)";
-const STOP_STRING: &str = "stop is true (a string), not true, so the loop does not stop";
+const STOP_STRING: &str =
+    "stop is \"true\" (a string); only the JSON value true stops the loop, so it goes on";
 const RESTARTED: &str = "the loop restarted 20 times in ";
 
 /// Workflows whose output is a probable mistake, each with the note it
@@ -141,6 +142,22 @@ fn real(path: &Path) -> String {
         .to_string()
 }
 
+/// §7.2: no `.loopx/` at all is one error line, and a hint that says how to
+/// get a workflow rather than the same thing again.
+#[test]
+fn without_loopx_the_error_says_so_once_and_points_to_init() {
+    let p = Project::bare();
+    p.loopx(&["run", "x"])
+        .status(1)
+        .stdout("")
+        .stderr(&format!(
+            "loopx: error: no .loopx/ directory in {}\nhint: `loopx init` writes a workflow \
+             to start from (.loopx/main/index.sh); `loopx init -h` lists the ready-made ones\n",
+            real(p.root())
+        ))
+        .run();
+}
+
 /// §5.1: loopx looks only in the current directory; from a subdirectory of
 /// a project, §7.2's message gains the directory that has a `.loopx/`.
 #[test]
@@ -152,9 +169,8 @@ fn from_a_subdirectory_the_error_names_the_directory_with_loopx() {
         .current_dir(&deep)
         .status(1)
         .stderr(&format!(
-            "loopx: error: no .loopx/ directory in {}\nhint: create a workflow with \
-             `mkdir -p .loopx/<workflow>` and put an index.sh (or index.ts) script in it, \
-             or run loopx from {}, which has one\n",
+            "loopx: error: no .loopx/ directory in {}\nhint: run loopx from {}, which has \
+             one (or `loopx init` to start one here)\n",
             real(&deep),
             real(p.root())
         ))
