@@ -836,7 +836,12 @@ fn build_audit_fix_stops_with_exit_1_after_max_rounds_without_approval() {
         .env("MAX_ROUNDS", "2")
         .env("TEST_CMD", "true")
         .status(1)
-        .stderr_contains("build-audit-fix: not approved after 2 rounds (MAX_ROUNDS=2)")
+        .stderr_contains(
+            "build-audit-fix: not approved after 2 rounds (MAX_ROUNDS=2): the audit still asks \
+             for changes\n\
+             build-audit-fix: this is the workflow's verdict, not a crash: it ends with exit 1 \
+             so that cron and CI see it; what is left is in the report, ",
+        )
         .stderr_contains(
             "loopx: error: script build-audit-fix:report exited with code 1; stopping the loop",
         )
@@ -1417,6 +1422,33 @@ fn issue_runner_starts_an_issue_at_most_max_starts_per_hour() {
     assert_eq!(lab.agent_calls(), 2, "#3 was not started again");
     assert_eq!(lab.labels(3), ["agent:todo"]);
     assert_eq!(lab.labels(8), ["agent:needs-human"]);
+}
+
+#[test]
+fn issue_runner_reports_every_missing_setting_and_a_missing_gh_at_once() {
+    let lab = three_issues();
+    // No REPO, no ALLOWED_AUTHORS, a bad MAX_STARTS_PER_HOUR, and no gh on
+    // PATH: one run names all four, and how to get gh.
+    lab.loopx(&["run", "issue-runner"])
+        .env("PATH", "/usr/bin:/bin")
+        .env("MAX_STARTS_PER_HOUR", "x")
+        .status(1)
+        .stdout("")
+        .stderr_contains(
+            "issue-runner: cannot start; 4 thing(s) to fix (in a project env file: loopx run \
+             -e .env issue-runner):\n\
+             issue-runner:   - set REPO to the repository to work on (owner/name)\n\
+             issue-runner:   - set ALLOWED_AUTHORS (comma-separated logins): only their issues \
+             are given to the agent\n\
+             issue-runner:   - MAX_STARTS_PER_HOUR must be a positive integer, not 'x'\n\
+             issue-runner:   - the GitHub CLI, gh, is not installed (or not on PATH): install \
+             it (https://cli.github.com) and log in with 'gh auth login', or set FORGE_CMD to \
+             a gh-compatible command\n",
+        )
+        .stderr_contains("loopx: error: script issue-runner:index exited with code 1")
+        .run();
+    assert!(lab.take_gh_calls().is_empty());
+    assert_eq!(lab.agent_calls(), 0);
 }
 
 #[test]

@@ -30,7 +30,10 @@ case $outcome in
     ;;
   rejected)
     write_report "**not approved** after $round rounds (MAX_ROUNDS=$max_rounds): the loop stopped without an approval"
-    say "not approved after $round rounds (MAX_ROUNDS=$max_rounds); report: $report"
+    # Exit 1, so that cron and CI see it; said plainly first, since loopx's
+    # own line after it ("exited with code 1") reads like a crash.
+    say "not approved after $round rounds (MAX_ROUNDS=$max_rounds): the audit still asks for changes"
+    say "this is the workflow's verdict, not a crash: it ends with exit 1 so that cron and CI see it; what is left is in the report, $report"
     exit 1
     ;;
   *)
