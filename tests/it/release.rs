@@ -888,8 +888,12 @@ fn pinned_version_uses_the_versioned_path_with_or_without_v() {
     assert_eq!(server.paths()[before + 1], pinned);
 
     // A version that was never released: a clear error, nothing installed.
+    // Its errors carry the script's own name, not `loopx install`'s (a
+    // subcommand that does something else).
     m.install(&build.install_sh(), &["--version", "9.9.9"])
         .status(1)
+        .stderr_contains("install.sh: error: ")
+        .stderr_lacks("loopx install:")
         .stderr_contains("/download/v9.9.9/SHA256SUMS")
         .stderr_contains("is 9.9.9 a released version?")
         .run();

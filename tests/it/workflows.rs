@@ -372,13 +372,23 @@ fn the_release_tarball_installs_the_three_workflows_and_nothing_else() {
         for file in ["README.md", "package.json", "index.sh", ".gitignore"] {
             assert!(dir.join(file).is_file(), "{w}/{file} is missing");
         }
-        // Byte for byte what dist/workflows holds, lib/ included.
+        // Byte for byte what dist/workflows holds, lib/ included, and the
+        // authoring guide beside each (the tarball's top level is not
+        // installed, §10.1).
         let source = Path::new(ROOT).join("dist/workflows").join(w);
-        let files = files_under(&dir);
-        assert_eq!(files, files_under(&source), "{w}");
+        let mut files = files_under(&dir);
+        files.sort();
+        let mut expected = files_under(&source);
+        expected.push("AUTHORING.md".to_string());
+        expected.sort();
+        assert_eq!(files, expected, "{w}");
         for file in files {
+            let from = match file.as_str() {
+                "AUTHORING.md" => source.join("../AUTHORING.md"),
+                _ => source.join(&file),
+            };
             assert!(
-                fs::read(dir.join(&file)).ok() == fs::read(source.join(&file)).ok(),
+                fs::read(dir.join(&file)).ok() == fs::read(from).ok(),
                 "{w}/{file}"
             );
         }
