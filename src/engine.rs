@@ -657,10 +657,15 @@ fn execute(opts: &RunOptions, observer: &mut dyn Observer, origin: Origin) -> Re
     // terminal is the consumer's), nor without a terminal, where stderr
     // stays exactly the spec's (DESIGN.md "Beyond the spec").
     let notes = opts.verbose || (observer.shares_terminal() && stderr_is_terminal());
+    // The restart note is the exception: a loop with no -n that only
+    // restarts on plain text runs until interrupted, so it is said once on
+    // stderr whatever stderr is (CLI runs; the API's consumer sees every
+    // output itself). With -n, restarting is bounded and asked for.
     let mut report = Reporter::new(
         log.as_deref(),
         opts.verbose,
         notes,
+        observer.shares_terminal() && opts.max_iterations.is_none(),
         &run_id,
         observer.owns_stdout(),
     )?;
@@ -684,10 +689,12 @@ fn execute(opts: &RunOptions, observer: &mut dyn Observer, origin: Origin) -> Re
         &mut state,
     );
     report.run_end(&result, state.cost_reported.then_some(state.cost));
-    if let Some(keeper) = state.keeper {
-        match &result {
-            Ok(_) => keeper.finish(),
-            Err(err) => keeper.end(
+    let Some(keeper) = state.keeper else {
+        return result.map(|_| ());
+    };
+    match result {
+        Err(err) if worth_resuming(&err, keeper.record()) => {
+            keeper.end(
                 checkpoint::Ended {
                     reason: err.reason().to_string(),
                     exit_code: err.exit_code(),
@@ -695,10 +702,28 @@ fn execute(opts: &RunOptions, observer: &mut dyn Observer, origin: Origin) -> Re
                 },
                 state.active_ms,
                 state.cost,
-            ),
+            );
+            // Every ending that keeps the run says how to carry it on.
+            Err(err.with_resume_line(&run_id))
+        }
+        result => {
+            keeper.finish();
+            result.map(|_| ())
         }
     }
-    result.map(|_| ())
+}
+
+/// Whether a run that ended with `err` is kept for `loopx resume`: it ended
+/// at a script (Error::ends_at_a_script: not loopx refusing what is on
+/// disk, which a resume would meet again), and a resume carries something
+/// on: the run got past its first iteration, or it waits for a time it
+/// saved. A run that fails in its very first script (a missing file, a
+/// setting not given) has nothing to carry on: fix it and run it again.
+fn worth_resuming(err: &Error, record: &checkpoint::Record) -> bool {
+    err.ends_at_a_script()
+        && (record.iteration > 1
+            || record.wait_until_ms.is_some()
+            || matches!(err, Error::WaitTooLong { .. }))
 }
 
 /// What the loop hands back for the end of the run: the checkpoint to

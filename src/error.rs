@@ -3,7 +3,7 @@
 //! maps errors onto exit codes (§12).
 
 use std::fmt;
-use std::io;
+use std::io::{self, Write};
 use std::path::PathBuf;
 
 use crate::install::archive::ExtractError;
@@ -330,6 +330,53 @@ impl Error {
         match self {
             Error::WaitTooLong { until_ms, .. } => Some(*until_ms),
             _ => None,
+        }
+    }
+
+    /// Whether the run ended at a script, so that running it again may go
+    /// differently: the script failed, was killed or timed out, gave an
+    /// output extension loopx could not use, the user interrupted it, or
+    /// it asked for a wait past the budget. Every other error is loopx
+    /// refusing what is on disk or in the environment (a missing workflow,
+    /// script, env file or runtime, an invalid goto, a script file gone):
+    /// a resume would meet the same refusal, so such runs are not kept
+    /// (engine.rs, execute).
+    pub fn ends_at_a_script(&self) -> bool {
+        matches!(
+            self,
+            Error::ScriptFailed { .. }
+                | Error::ScriptKilled { .. }
+                | Error::TimedOut { .. }
+                | Error::ScriptNeedsTerminal { .. }
+                | Error::InvalidExtension { .. }
+                | Error::Interrupted { .. }
+                | Error::WaitTooLong { .. }
+        )
+    }
+
+    /// Whether the message itself gives the `loopx resume` command.
+    fn names_resume(&self) -> bool {
+        matches!(
+            self,
+            Error::WaitTooLong {
+                resume_id: Some(_),
+                ..
+            }
+        )
+    }
+
+    /// The error's own line, then the `loopx resume` line of the run it
+    /// ended (a kept checkpoint), on stderr; `Reported` for main, which has
+    /// nothing left to print.
+    pub fn with_resume_line(self, run_id: &str) -> Error {
+        if !self.is_silent() {
+            let _ = writeln!(io::stderr(), "loopx: error: {self}");
+        }
+        if !self.names_resume() {
+            crate::messages::notice(&format!("the run can be resumed: loopx resume {run_id}"));
+        }
+        Error::Reported {
+            code: self.exit_code(),
         }
     }
 

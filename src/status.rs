@@ -120,6 +120,8 @@ struct State {
     attempt: u64,
     phase: Phase,
     since_ms: u64,
+    /// A note on the run as a whole (report::RESTART_STATUS), once made.
+    note: Option<&'static str>,
 }
 
 impl State {
@@ -142,7 +144,8 @@ impl State {
                     Phase::Waiting(_) => "waiting",
                 },
             )
-            .str("since", &clock::format_ms(self.since_ms));
+            .str("since", &clock::format_ms(self.since_ms))
+            .opt_str("note", self.note);
         match until {
             Some(until) => o.str("until", &until).finish(),
             None => o.finish(),
@@ -170,6 +173,8 @@ type Shared = Arc<(Mutex<Slot>, Condvar)>;
 pub struct StatusFile {
     path: PathBuf,
     tmp: PathBuf,
+    /// The run's note, kept for every later state (State::note).
+    note: Option<&'static str>,
     shared: Shared,
     writer: Option<std::thread::JoinHandle<()>>,
 }
@@ -266,6 +271,7 @@ impl StatusFile {
         Some(StatusFile {
             path,
             tmp,
+            note: None,
             shared,
             writer: Some(writer),
         })
@@ -286,6 +292,7 @@ impl StatusFile {
             attempt,
             phase,
             since_ms,
+            note: self.note,
         };
         let (lock, ready) = &*self.shared;
         if let Ok(mut slot) = lock.lock() {
@@ -295,6 +302,14 @@ impl StatusFile {
                 ready.notify_one();
             }
         }
+    }
+}
+
+impl StatusFile {
+    /// Notes something about the run as a whole, shown from its next state
+    /// on (the loop's next script start comes within milliseconds).
+    pub fn note(&mut self, note: &'static str) {
+        self.note = Some(note);
     }
 }
 
@@ -511,6 +526,7 @@ fn as_json_item(v: &Value, now_ms: u64) -> String {
         .str("run_started", text_of(v, "run_started"))
         .str("script_started", text_of(v, "since"))
         .num("elapsed_ms", now_ms.saturating_sub(started))
+        .opt_str("note", Some(text_of(v, "note")).filter(|n| !n.is_empty()))
         .finish()
 }
 
@@ -541,6 +557,10 @@ fn table(runs: &[Live], now_ms: u64) -> String {
                 script.push_str(&format!(" (waiting until {until})"));
             }
             _ => {}
+        }
+        let note = text_of(v, "note");
+        if !note.is_empty() {
+            script.push_str(&format!(" ({})", shown(note)));
         }
         let mut iteration = number_of(v, "iteration").to_string();
         let attempt = number_of(v, "attempt");

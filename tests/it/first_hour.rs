@@ -1,0 +1,96 @@
+//! The first hour, round two (issue 36): what a new user meets in the
+//! unattended setting and on the first steps, each tested the way the user
+//! meets it. Every run here declares its stdout and its stderr.
+
+use crate::util::procs::{run_on_pty, wait_until};
+use crate::util::*;
+use serde_json::Value;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+/// The restart note's start (report.rs, restart_note).
+const RESTARTED: &str = "loopx: note: plain:index: the loop restarted 20 times in ";
+/// What `loopx status` shows beside such a run's script.
+const RESTARTING: &str = "restarting on plain-text output: no goto, no stop";
+
+/// A private state directory for `loopx status` (XDG_RUNTIME_DIR).
+fn runtime_dir(p: &Project) -> PathBuf {
+    let d = p.home().join("run");
+    fs::create_dir_all(&d).expect("create the runtime dir");
+    fs::set_permissions(&d, fs::Permissions::from_mode(0o700)).expect("chmod the runtime dir");
+    d
+}
+
+fn events(p: &Project, rel: &str) -> Vec<Value> {
+    p.read(rel)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+// ------------------------------------------------ a loop that only restarts
+
+/// A script that prints plain text, left unattended (stderr a file or a
+/// pipe): once on stderr, once in the run log, and in `loopx status` for as
+/// long as it runs. The loop itself goes on as §7.1 says.
+#[test]
+fn a_plain_text_loop_is_reported_once_on_stderr_in_the_log_and_in_status() {
+    let p = Project::new();
+    p.script("plain", "index.sh", "echo 'all done'\n");
+    let rt = runtime_dir(&p);
+    let run = p
+        .loopx(&["run", "--log", "run.jsonl", "plain"])
+        .env("XDG_RUNTIME_DIR", &rt)
+        .status(130)
+        .stdout("")
+        .stderr_contains(RESTARTED)
+        .stderr_contains("loopx: the run can be resumed: loopx resume ")
+        .start();
+    let status = |args: &[&str]| {
+        let mut all = vec!["status"];
+        all.extend_from_slice(args);
+        p.loopx(&all).env("XDG_RUNTIME_DIR", &rt).stderr("")
+    };
+    wait_until("loopx status shows the note", || {
+        status(&[]).run().stdout.contains(RESTARTING)
+    });
+    let json: Value =
+        serde_json::from_str(&status(&["--json"]).run().stdout).expect("status --json");
+    assert_eq!(json[0]["note"], RESTARTING, "{json}");
+    run.signal(libc::SIGINT);
+    let out = run.finish();
+    assert_eq!(out.stderr.matches(RESTARTED).count(), 1, "{out}");
+    let notes: Vec<Value> = events(&p, "run.jsonl")
+        .into_iter()
+        .filter(|e| e["event"] == "note")
+        .collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert_eq!(notes[0]["kind"], "restart_loop");
+    assert_eq!(notes[0]["target"], "plain:index");
+    assert!(notes[0]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("(no goto, no stop)")));
+}
+
+/// At a terminal a stray line before the JSON is noted once for the
+/// script, not on every iteration.
+#[test]
+fn at_a_terminal_a_note_comes_once_per_script_not_every_iteration() {
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        "echo working\nprintf '{\"result\":\"x\"}'\n",
+    );
+    let out = run_on_pty(&p, &["run", "-n", "5", "w"], &[]);
+    assert_eq!(out.exit, "0", "{}", out.transcript);
+    assert_eq!(
+        out.transcript
+            .matches("loopx: note: w:index: stdout has text before its JSON object")
+            .count(),
+        1,
+        "{}",
+        out.transcript
+    );
+}
