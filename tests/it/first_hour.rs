@@ -94,3 +94,110 @@ fn at_a_terminal_a_note_comes_once_per_script_not_every_iteration() {
         out.transcript
     );
 }
+
+// ------------------------------------------------------------- resuming
+
+/// The checkpoints kept in the test's home (`$XDG_STATE_HOME/loopx/runs`).
+fn kept(p: &Project) -> Vec<String> {
+    let Ok(entries) = fs::read_dir(p.home().join(".local/state/loopx/runs")) else {
+        return Vec::new();
+    };
+    let mut ids: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            name.strip_suffix(".ckpt").map(str::to_string)
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// `index` hands over to `work`, which does what `body` says: the run is
+/// past its first iteration when it ends there.
+fn two_steps(body: &str) -> Project {
+    let p = Project::new();
+    p.script("w", "index.sh", "\"$LOOPX_BIN\" output --goto work\n")
+        .script("w", "work.sh", body);
+    p
+}
+
+/// Every ending a resume can carry on says how: after Ctrl-C (a signal,
+/// so no error line), a failure and a timeout, the last line is
+/// `loopx resume <run-id>` with the id of the run kept.
+#[test]
+fn ctrl_c_a_failure_and_a_timeout_each_end_with_the_resume_command() {
+    let resume_line = |p: &Project| {
+        let ids = kept(p);
+        assert_eq!(ids.len(), 1, "one run kept: {ids:?}");
+        format!("loopx: the run can be resumed: loopx resume {}\n", ids[0])
+    };
+
+    // Ctrl-C (SIGINT to loopx, as the terminal sends it to the group).
+    let p = two_steps("echo started > \"$LOOPX_PROJECT_ROOT/started\"\nexec sleep 30\n");
+    let run = p
+        .loopx(&["run", "w"])
+        .status(130)
+        .stdout("")
+        .stderr_contains("loopx: the run can be resumed: loopx resume ")
+        .start();
+    crate::util::procs::wait_for_file(&p.path("started"));
+    run.signal(libc::SIGINT);
+    let out = run.finish();
+    assert_eq!(out.stderr, resume_line(&p), "{out}");
+
+    // A failure.
+    let p = two_steps("exit 3\n");
+    let out = p
+        .loopx(&["run", "w"])
+        .status(1)
+        .stdout("")
+        .stderr_contains("loopx: error: script w:work exited with code 3; stopping the loop\n")
+        .stderr_contains("loopx: the run can be resumed: loopx resume ")
+        .run();
+    assert_eq!(
+        out.stderr,
+        format!(
+            "loopx: error: script w:work exited with code 3; stopping the loop\n{}",
+            resume_line(&p)
+        )
+    );
+
+    // A timeout.
+    let p = two_steps("exec sleep 30\n");
+    let out = p
+        .loopx(&["run", "--timeout", "200ms", "w"])
+        .status(124)
+        .stdout("")
+        .stderr_contains("loopx: error: w:work timed out after 200ms")
+        .stderr_contains("loopx: the run can be resumed: loopx resume ")
+        .run();
+    assert!(out.stderr.ends_with(&resume_line(&p)), "{out}");
+}
+
+/// Endings no resume can help are not kept, and say nothing of resuming:
+/// a failure in the very first script (nothing to carry on: a missing
+/// file, a setting not given), and loopx refusing what is on disk (a goto
+/// to a script that is not there: a resume would meet it again).
+#[test]
+fn endings_no_resume_can_help_keep_nothing() {
+    let p = Project::new();
+    p.script("w", "index.sh", "cat TASK.md >&2 || exit 1\n");
+    p.loopx(&["run", "w"])
+        .status(1)
+        .stdout("")
+        .stderr_contains("TASK.md")
+        .stderr_contains("loopx: error: script w:index exited with code 1; stopping the loop\n")
+        .stderr_lacks("loopx resume")
+        .run();
+    assert_eq!(kept(&p), Vec::<String>::new());
+
+    let p = two_steps("\"$LOOPX_BIN\" output --goto nowhere\n");
+    p.loopx(&["run", "w"])
+        .status(1)
+        .stdout("")
+        .stderr_contains("has no script 'nowhere'")
+        .stderr_lacks("loopx resume")
+        .run();
+    assert_eq!(kept(&p), Vec::<String>::new());
+}
