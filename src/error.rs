@@ -138,6 +138,15 @@ pub enum Error {
         what: String,
         available: Vec<String>,
     },
+    /// `loopx init` where `.loopx/<workflow>` exists: nothing is written.
+    InitExists {
+        workflow: String,
+        ready_made: bool,
+    },
+    /// `loopx forget <id>` of a run whose loopx still runs.
+    ForgetLive {
+        run_id: String,
+    },
     /// `loopx resume` of a run whose scripts still run.
     ResumeBusy {
         run_id: String,
@@ -536,6 +545,29 @@ impl fmt::Display for Error {
                     write!(f, " (resumable runs: {})", available.join(", "))
                 }
             }
+            Error::InitExists {
+                workflow,
+                ready_made,
+            } => {
+                write!(
+                    f,
+                    ".loopx/{workflow} already exists; nothing was written\n\
+                     hint: run it with `loopx run {workflow}`"
+                )?;
+                if *ready_made {
+                    f.write_str(
+                        ", or replace it with the release's copy: `loopx install -y -w \
+                         <name> <workflows.tar.gz URL>` (README, \"Ready-made workflows\")",
+                    )
+                } else {
+                    f.write_str(", or start another: `loopx init <name>`")
+                }
+            }
+            Error::ForgetLive { run_id } => write!(
+                f,
+                "run {run_id} is still running (its loopx holds the checkpoint); \
+                 nothing was forgotten\nhint: stop it first (see loopx status)"
+            ),
             Error::ResumeBusy { run_id, pgids } if pgids.is_empty() => write!(
                 f,
                 "run {run_id} is still running: another loopx holds its checkpoint (see loopx status)"

@@ -12,6 +12,7 @@ mod engine;
 mod env;
 mod envfile;
 mod error;
+mod init;
 mod install;
 mod js_assets;
 mod js_compat;
