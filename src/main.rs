@@ -82,6 +82,8 @@ fn dispatch() -> Result<(), Error> {
         Command::Status { json } => status::list(json),
         Command::Json(query) => json_query::run_stdio(&query),
         Command::Resume { id, given } => engine::resume(id.as_deref(), |saved| given.apply(saved)),
+        Command::Init { workflow } => init::init(workflow.as_deref()),
+        Command::Forget { id } => resume::forget(id.as_deref()),
         Command::Completions(shell) => print_stdout(&cli::completions::script(shell)),
         Command::CompletionTargets => print_stdout(&cli::completions::targets(&current_dir()?)),
     }

@@ -94,10 +94,17 @@ Durations read 500ms, 90s, 15m, 2h or 1h30m; a bare number is seconds.",
     Subcommand {
         name: "output",
         summary: "Print structured output (for bash scripts)",
-        forms: &[(
-            "output [--result <v>] [--goto <target>] [--stop]",
-            "Print structured output (for bash scripts)",
-        )],
+        // Two forms, so the top help names every option within 80 columns.
+        forms: &[
+            (
+                "output [--result <v>] [--goto <target>] [--stop]",
+                "Print structured output (for bash scripts)",
+            ),
+            (
+                "output [--retry-after <when>] [--cost-usd <usd>]",
+                "Also ask for a wait, or report a cost",
+            ),
+        ],
         about: "\
 Prints a script's structured output as one JSON object on stdout, for bash
 scripts: `$LOOPX_BIN output --result \"$summary\" --goto review`. At least
@@ -194,6 +201,48 @@ ended early and can be resumed with `loopx resume`.",
         operand: Operand::Nothing,
         see: "loopx status --help",
         parse: cli::parse_status,
+        hidden: false,
+    },
+    Subcommand {
+        name: "forget",
+        summary: "Drop a kept run: nothing to resume",
+        forms: &[
+            ("forget <run-id>", "Drop a kept run: nothing to resume"),
+            ("forget --all", "Drop every kept run of this user"),
+        ],
+        about: "\
+Drops the checkpoint of a run that ended early (what `loopx resume` would
+carry on), named by its id or a unique prefix of it, as `loopx status`
+lists them; --all drops every one. A run still running is refused.",
+        after: "",
+        options: || docs(FORGET_FLAGS.iter().collect()),
+        help_at: HelpAt::OptionPosition,
+        operand: Operand::Nothing,
+        see: "loopx forget --help",
+        parse: cli::parse_forget,
+        hidden: false,
+    },
+    Subcommand {
+        name: "init",
+        summary: "Write a workflow to start from in .loopx/",
+        forms: &[(
+            "init [<workflow>]",
+            "Write a workflow to start from in .loopx/",
+        )],
+        about: "\
+Writes a runnable starting point into this project's .loopx/, never
+overwriting anything. Without a name, a workflow of one commented script,
+.loopx/main/index.sh; with a name, that workflow of one script, unless it
+is one of the ready-made workflows, ralph, build-audit-fix or issue-runner:
+that one is installed from this version's release (workflows.tar.gz, or
+LOOPX_DOWNLOAD_URL's mirror), and the file it reads is written beside it
+for you to fill in (PROMPT.md, TASK.md, issue-runner.env).",
+        after: "",
+        options: Vec::new,
+        help_at: HelpAt::OptionPosition,
+        operand: Operand::Words(crate::init::READY_MADE),
+        see: "loopx init --help",
+        parse: cli::parse_init,
         hidden: false,
     },
     Subcommand {
@@ -397,6 +446,18 @@ pub const STATUS_FLAGS: &[Flag<bool>] = &[Flag {
     },
 }];
 
+/// `loopx forget`: whether every kept run goes.
+pub const FORGET_FLAGS: &[Flag<bool>] = &[Flag {
+    short: None,
+    long: Some("all"),
+    value: "",
+    help: &["Drop every kept run of this user"],
+    apply: |all, _| {
+        *all = true;
+        Ok(())
+    },
+}];
+
 /// `loopx json`: whether stdin is JSONL.
 pub const JSON_FLAGS: &[Flag<bool>] = &[Flag {
     short: None,
@@ -501,7 +562,7 @@ mod tests {
         assert_eq!(all.len(), COMMANDS.len());
         assert_eq!(
             names(),
-            "run, version, output, env, install, status, json, resume, completions"
+            "run, version, output, env, install, status, forget, init, json, resume, completions"
         );
         assert!(find(crate::api::MODE).is_some_and(|c| c.hidden));
     }

@@ -59,6 +59,14 @@ pub enum Command {
     Status {
         json: bool,
     },
+    /// `loopx init [<workflow>]` (beyond the spec).
+    Init {
+        workflow: Option<String>,
+    },
+    /// `loopx forget <run-id>` or `--all` (None).
+    Forget {
+        id: Option<String>,
+    },
     /// `loopx completions <shell>` (beyond the spec).
     Completions(Shell),
     /// `loopx completions --targets`: what the scripts complete `run` with.
@@ -246,6 +254,44 @@ pub fn parse_status(rest: Vec<OsString>) -> Result<Command, String> {
     match positionals.first() {
         None => Ok(Command::Status { json }),
         Some(other) => Err(format!("'loopx status' takes only --json, got '{other}'")),
+    }
+}
+
+/// `loopx init [<workflow>]` (beyond the spec).
+pub fn parse_init(rest: Vec<OsString>) -> Result<Command, String> {
+    let mut none = ();
+    let Some(positionals) = options::<()>("init", &[], rest, &mut none)? else {
+        return Ok(Command::Help("init"));
+    };
+    match positionals.as_slice() {
+        [] => Ok(Command::Init { workflow: None }),
+        [one] => Ok(Command::Init {
+            workflow: Some(one.clone()),
+        }),
+        [_, extra, ..] => Err(format!(
+            "'loopx init' takes one workflow name at most, got also '{extra}'"
+        )),
+    }
+}
+
+/// `loopx forget <run-id> | --all` (beyond the spec).
+pub fn parse_forget(rest: Vec<OsString>) -> Result<Command, String> {
+    let mut all = false;
+    let Some(positionals) = options("forget", commands::FORGET_FLAGS, rest, &mut all)? else {
+        return Ok(Command::Help("forget"));
+    };
+    match (all, positionals.as_slice()) {
+        (true, []) => Ok(Command::Forget { id: None }),
+        (false, [id]) => Ok(Command::Forget {
+            id: Some(id.clone()),
+        }),
+        (false, []) => Err("'loopx forget' needs a run id (see loopx status), or --all".into()),
+        (true, [id, ..]) => Err(format!(
+            "'loopx forget' takes a run id or --all, not both (got '{id}')"
+        )),
+        (false, [_, extra, ..]) => Err(format!(
+            "'loopx forget' takes one run id, got also '{extra}'"
+        )),
     }
 }
 
