@@ -224,10 +224,10 @@ lists them; --all drops every one. A run still running is refused.",
     },
     Subcommand {
         name: "init",
-        summary: "Write a workflow to start from in .loopx/",
+        summary: "Write a starting workflow into .loopx/",
         forms: &[(
             "init [<workflow>]",
-            "Write a workflow to start from in .loopx/",
+            "Write a starting workflow into .loopx/",
         )],
         about: "\
 Writes a runnable starting point into this project's .loopx/, never
