@@ -6,7 +6,7 @@
 //! once; each outlet takes what it needs. Without `--log`, `--verbose` and a
 //! terminal only the status file is written.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -65,8 +65,9 @@ pub struct Reporter {
     /// runs: a loop that only restarts is worth a word whatever stderr is).
     restart_note: bool,
     /// The notes printed so far, by script and text: each once per run, not
-    /// once per iteration (a stray `echo` would repeat it every time).
-    noted: HashSet<(String, String)>,
+    /// once per iteration (a stray `echo` would repeat it every time). A
+    /// few at most, so a list (a hash set costs the binary kilobytes).
+    noted: Vec<(String, String)>,
     restarts: RestartWatch,
     started: Instant,
     /// When the current script started.
@@ -181,7 +182,7 @@ impl Reporter {
             verbose,
             notes,
             restart_note,
-            noted: HashSet::new(),
+            noted: Vec::new(),
             restarts: RestartWatch::default(),
             started: Instant::now(),
             script_started: Instant::now(),
@@ -249,7 +250,8 @@ impl Reporter {
     }
 
     fn print_note(&mut self, label: &str, text: &str) {
-        if self.noted.insert((label.to_string(), text.to_string())) {
+        if !self.noted.iter().any(|(l, t)| l == label && t == text) {
+            self.noted.push((label.to_string(), text.to_string()));
             messages::notice(&format!("note: {label}: {text}"));
         }
     }

@@ -201,3 +201,173 @@ fn endings_no_resume_can_help_keep_nothing() {
         .run();
     assert_eq!(kept(&p), Vec::<String>::new());
 }
+
+/// `loopx forget <id>` drops one kept run, `--all` every one; neither
+/// touches a run that finished, and a prefix names a run as for resume.
+#[test]
+fn forget_drops_a_kept_run_or_every_one() {
+    let p = two_steps("exit 3\n");
+    let fail = || {
+        p.loopx(&["run", "w"])
+            .status(1)
+            .stdout("")
+            .stderr_contains("loopx: the run can be resumed: loopx resume ")
+            .run()
+    };
+    fail();
+    fail();
+    fail();
+    let ids = kept(&p);
+    assert_eq!(ids.len(), 3);
+    p.loopx(&["forget", &ids[0][..8]])
+        .stdout(&format!("forgot run {}\n", ids[0]))
+        .stderr("")
+        .run();
+    assert_eq!(kept(&p), ids[1..]);
+    p.loopx(&["resume", &ids[0]])
+        .status(1)
+        .stdout("")
+        .stderr_contains(&format!("no resumable run '{}'", ids[0]))
+        .run();
+    let out = p.loopx(&["forget", "--all"]).stderr("").run();
+    let mut forgot: Vec<&str> = out.stdout.lines().collect();
+    forgot.sort_unstable();
+    assert_eq!(
+        forgot,
+        [
+            format!("forgot run {}", ids[1]),
+            format!("forgot run {}", ids[2])
+        ]
+    );
+    assert_eq!(kept(&p), Vec::<String>::new());
+    p.loopx(&["forget", "--all"])
+        .stdout("no kept runs\n")
+        .stderr("")
+        .run();
+    p.loopx(&["forget"])
+        .usage_error("needs a run id (see loopx status), or --all", "loopx forget --help")
+        .run();
+    p.loopx(&["forget", "--all", &ids[0]])
+        .usage_error("a run id or --all, not both", "loopx forget --help")
+        .run();
+    // Listed in the top help and completed by the shells.
+    p.loopx(&["-h"])
+        .stdout_contains("  forget --all ")
+        .stdout_contains("  init [<workflow>] ")
+        .stderr("")
+        .run();
+    for shell in ["bash", "zsh", "fish"] {
+        p.loopx(&["completions", shell])
+            .stdout_contains("forget")
+            .stdout_contains("init")
+            .stderr("")
+            .run();
+    }
+}
+
+// ---------------------------------------------------------------- init
+
+/// `loopx init` in an empty directory: a workflow of one script that runs
+/// as it is, then refuses to write over it.
+#[test]
+fn init_writes_a_runnable_workflow_and_never_overwrites_it() {
+    let p = Project::bare();
+    p.loopx(&["init"])
+        .stdout(
+            "wrote .loopx/main/index.sh, a workflow of one script to start from\n\
+             next: edit it, then run it with `loopx run main` (once: `loopx run -n 1 main`)\n",
+        )
+        .stderr("")
+        .run();
+    let script = p.path(".loopx/main/index.sh");
+    let mode = fs::metadata(&script).expect("index.sh").permissions().mode();
+    assert_eq!(mode & 0o111, 0o111, "executable");
+    p.loopx(&["run", "main"])
+        .stdout("")
+        .stderr(&format!(
+            "working in {} ...\n",
+            fs::canonicalize(p.root()).expect("realpath").display()
+        ))
+        .run();
+    // Edited, then init again: refused, the file as the user left it.
+    fs::write(&script, "# mine\n").expect("edit");
+    p.loopx(&["init"])
+        .status(1)
+        .stdout("")
+        .stderr(
+            "loopx: error: .loopx/main already exists; nothing was written\n\
+             hint: run it with `loopx run main`, or start another: `loopx init <name>`\n",
+        )
+        .run();
+    assert_eq!(p.read(".loopx/main/index.sh"), "# mine\n");
+    // Another name is another workflow of one script.
+    p.loopx(&["init", "nightly"])
+        .stdout_contains("wrote .loopx/nightly/index.sh")
+        .stderr("")
+        .run();
+    p.loopx(&["init", "a/b"])
+        .usage_error("invalid workflow name 'a/b'", "loopx init --help")
+        .run();
+}
+
+/// `loopx init ralph` (and the other ready-made ones): the workflow from
+/// this version's release, and the file it reads, with comments, beside
+/// it; in a project that has one of that name already, nothing.
+#[test]
+fn init_a_ready_made_workflow_installs_it_from_the_release_with_its_template() {
+    let server =
+        http::Server::serve_dir(&release::host_release().out).expect("serve the release");
+    let p = Project::bare();
+    let init = |args: &[&str]| p.loopx(args).env("LOOPX_DOWNLOAD_URL", server.url());
+    for (workflow, file, run) in [
+        ("ralph", "PROMPT.md", "loopx run ralph"),
+        ("build-audit-fix", "TASK.md", "loopx run build-audit-fix"),
+        (
+            "issue-runner",
+            "issue-runner.env",
+            "loopx run -e issue-runner.env issue-runner",
+        ),
+    ] {
+        let out = init(&["init", workflow])
+            .stdout_contains(&format!("wrote {file}, to fill in\n"))
+            .stdout_contains(&format!(
+                "next: edit {file}, read .loopx/{workflow}/README.md, then `{run}`\n"
+            ))
+            .stderr("")
+            .run();
+        assert!(p.exists(&format!(".loopx/{workflow}/index.sh")), "{out}");
+        assert!(p.exists(&format!(".loopx/{workflow}/AUTHORING.md")), "{out}");
+        let template = p.read(file);
+        assert!(
+            template.starts_with("<!--") || template.starts_with('#'),
+            "{file} starts with its comments:\n{template}"
+        );
+        // Again: refused, nothing fetched, the template as it was.
+        let before = server.requests().len();
+        init(&["init", workflow])
+            .status(1)
+            .stdout("")
+            .stderr_contains(&format!(
+                "loopx: error: .loopx/{workflow} already exists; nothing was written\n"
+            ))
+            .run();
+        assert_eq!(server.requests().len(), before, "nothing fetched");
+        assert_eq!(p.read(file), template);
+    }
+    // The files it reads are the user's: a PROMPT.md already there stays.
+    let q = Project::bare();
+    q.file("PROMPT.md", "my prompt\n");
+    q.loopx(&["init", "ralph"])
+        .env("LOOPX_DOWNLOAD_URL", server.url())
+        .stdout_contains("kept PROMPT.md, which was there already\n")
+        .stderr("")
+        .run();
+    assert_eq!(q.read("PROMPT.md"), "my prompt\n");
+    // The run help lists the three without a warning.
+    p.loopx(&["run", "-h"])
+        .stdout_contains("ralph")
+        .stdout_contains("build-audit-fix")
+        .stdout_contains("issue-runner")
+        .stderr("")
+        .run();
+}
