@@ -8,13 +8,13 @@
 //! - `ralph`, `build-audit-fix`, `issue-runner`: that ready-made workflow,
 //!   installed from `workflows.tar.gz` of this binary's own release, as
 //!   `loopx install -w <name> <url>` would (§10: same checks, same staging,
-//!   nothing written on failure), then the file it reads written beside it
-//!   in the project root with comments on what to put there (PROMPT.md,
-//!   TASK.md, issue-runner.env), unless that file exists.
+//!   nothing written on failure), then the files of its `init/` directory
+//!   (PROMPT.md, TASK.md, issue-runner.env: what it reads, with comments
+//!   on what to put there) copied to the project root, unless there.
 //!
 //! Why fetched and not embedded: the ready-made workflows are text that
-//! compresses to tens of KB, and the static binary has about 8 KB left of
-//! its 1.5 MB budget (tests/it/release.rs). Fetching the release's own
+//! compresses to about 50 KB, and the static binary has a few KB left of
+//! its 1.5 MB budget (scripts/build-release.sh). Fetching the release's own
 //! tarball, pinned to this version, gives the same files as `loopx install`
 //! does; `LOOPX_DOWNLOAD_URL` points it at a mirror (air-gapped hosts), as
 //! for install.sh and the npm package. The default workflow is a few lines
@@ -58,57 +58,6 @@ echo "working in $LOOPX_PROJECT_ROOT ..." >&2
 
 "$LOOPX_BIN" output --result "done" --stop
 "#;
-
-/// What each ready-made workflow reads from the project root, and the
-/// template `init` writes there when there is none.
-fn template(workflow: &str) -> Option<(&'static str, &'static str)> {
-    match workflow {
-        "ralph" => Some((
-            "PROMPT.md",
-            "<!--
-  The prompt of ralph (.loopx/ralph/README.md): the agent runs on this
-  file again and again, each time in a fresh process, until it creates
-  .ralph-done or prints LOOP_DONE on a line of its own. Say what to do,
-  how to tell it is done, and to create .ralph-done then. This comment is
-  part of the prompt too: replace it.
--->
-Work on the task below, one step per run. Keep notes of what is done in
-NOTES.md, and read them first. When everything is done and the tests pass,
-create the file .ralph-done.
-
-Task: <what the agent should build or fix>
-",
-        )),
-        "build-audit-fix" => Some((
-            "TASK.md",
-            "<!--
-  The task of build-audit-fix (.loopx/build-audit-fix/README.md): an agent
-  builds it, lint and tests run (LINT_CMD, TEST_CMD), an agent audits the
-  work, and until it approves an agent fixes, for at most MAX_ROUNDS
-  rounds. Say what to build and how to tell it is right. This comment is
-  part of the task too: replace it.
--->
-<What to build or change, and what \"done\" means: behaviour, tests.>
-",
-        )),
-        "issue-runner" => Some((
-            "issue-runner.env",
-            "# Settings of issue-runner (.loopx/issue-runner/README.md), read with
-#   loopx run -e issue-runner.env issue-runner
-# It needs the GitHub CLI, gh, logged in (gh auth login).
-# The repository to take issues from: owner/name.
-REPO=
-# Only issues opened by these logins (comma-separated) reach the agent.
-ALLOWED_AUTHORS=
-# The label of issues to take (default agent:todo).
-#INPUT_LABEL=agent:todo
-# The agent CLI: claude (default), codex or gemini.
-#AGENT=claude
-",
-        )),
-        _ => None,
-    }
-}
 
 /// Creates `path` with `text`, failing if anything is there already.
 fn create_new(path: &Path, text: &str, mode: u32) -> io::Result<()> {
@@ -176,10 +125,24 @@ fn ready_made(root: &Path, name: &str) -> Result<(), Error> {
         workflow: Some(name.to_string()),
         yes: false,
     })?;
+    // The files the workflow reads from the project root, with comments on
+    // what to put there, ship in its init/ directory (dist/workflows): kept
+    // beside the workflow, out of the binary.
+    let from = root.join(".loopx").join(name).join("init");
+    let mut files: Vec<String> = fs::read_dir(&from)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
     let mut said = String::new();
     let mut run = format!("loopx run {name}");
-    if let Some((file, text)) = template(name) {
-        match create_new(&root.join(file), text, 0o644) {
+    for file in &files {
+        let text = fs::read_to_string(from.join(file))
+            .map_err(|e| Error::io(format!("cannot read .loopx/{name}/init/{file}"), e))?;
+        match create_new(&root.join(file), &text, 0o644) {
             Ok(()) => said.push_str(&format!("wrote {file}, to fill in\n")),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 said.push_str(&format!("kept {file}, which was there already\n"))
@@ -189,10 +152,11 @@ fn ready_made(root: &Path, name: &str) -> Result<(), Error> {
         if file.ends_with(".env") {
             run = format!("loopx run -e {file} {name}");
         }
-        said.push_str(&format!(
-            "next: edit {file}, read .loopx/{name}/README.md, then `{run}`\n"
-        ));
     }
+    said.push_str(&format!(
+        "next: edit {}, read .loopx/{name}/README.md, then `{run}`\n",
+        files.join(", ")
+    ));
     print_stdout(&said)
 }
 
@@ -201,11 +165,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_ready_made_workflow_has_a_template_and_the_default_does_not() {
+    fn every_ready_made_workflow_ships_the_files_init_writes() {
+        let dist = Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/workflows");
         for w in READY_MADE {
-            assert!(template(w).is_some(), "{w}");
+            let init = dist.join(w).join("init");
+            assert!(fs::read_dir(&init).is_ok_and(|mut d| d.next().is_some()), "{w}");
         }
-        assert!(template(DEFAULT_NAME).is_none());
         assert!(crate::names::is_valid_name(DEFAULT_NAME));
     }
 }
