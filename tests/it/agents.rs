@@ -312,7 +312,7 @@ fn ctrl_c_while_a_tool_runs_leaves_nothing(agent: Agent) {
     let running = loopx(&p, &mock, &["run", "ralph"])
         .env("AGENT_ALLOW", "touch,sleep")
         .status(130)
-        .stderr_any() // the CLIs' own notes on SIGINT vary; the exit code and the processes are what count
+        .stderr_any("the CLIs' own notes on SIGINT vary; the exit code and the processes count")
         .start();
     let flag = p.path("started.flag");
     let mut running = running;

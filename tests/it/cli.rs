@@ -51,11 +51,18 @@ fn lists_command(text: &str, word: &str) -> bool {
 }
 
 fn top_help() -> String {
-    Project::bare().loopx(&["--help"]).run().stdout
+    Project::bare()
+        .loopx(&["--help"])
+        .stdout_contains("\nUsage:\n  loopx <command>")
+        .run()
+        .stdout
 }
 
 fn run_help(p: &Project) -> String {
-    p.loopx(&["run", "--help"]).run().stdout
+    p.loopx(&["run", "--help"])
+        .stdout_contains("Usage: loopx run ")
+        .run()
+        .stdout
 }
 
 // ---------------------------------------------------------------- §4.1
@@ -461,7 +468,11 @@ fn help_after_an_option_that_takes_a_value_is_still_help() {
         p.loopx(args).stdout(&expected).run();
     }
     assert_eq!(log(&p), "");
-    let install_help = p.loopx(&["install", "-h"]).run().stdout;
+    let install_help = p
+        .loopx(&["install", "-h"])
+        .stdout_contains("Usage: loopx install ")
+        .run()
+        .stdout;
     for args in [
         &["install", "-w", "-h"][..],
         &["install", "--workflow", "--help"],
@@ -493,6 +504,7 @@ fn run_help_short_circuit_exits_zero_without_loopx_dir() {
     let expected = p
         .loopx(&["run", "--help"])
         .stderr_contains(".loopx")
+        .stdout_contains("Usage: loopx run ")
         .run()
         .stdout;
     for args in RUN_HELP_SHORT_CIRCUITS {
@@ -553,7 +565,10 @@ fn install_help_needs_no_source_and_makes_no_network_request() {
     let git = format!("http://127.0.0.1:{port}/repo.git");
 
     let p = Project::bare();
-    let o = p.loopx(&["install", "-h"]).run();
+    let o = p
+        .loopx(&["install", "-h"])
+        .stdout_contains("Usage: loopx install ")
+        .run();
     let expected = o.stdout.clone();
     for needle in ["-w", "--workflow", "-y", "git", "tar"] {
         assert!(
@@ -783,7 +798,11 @@ fn every_subcommand_has_help_with_its_usage_and_options() {
     let good = ralph();
     for name in listed_commands(&top_help()) {
         let p = if name == "run" { &good } else { &broken };
-        let help = p.loopx(&[&name, "-h"]).run().stdout;
+        let help = p
+            .loopx(&[&name, "-h"])
+            .stdout_contains(&format!("Usage: loopx {name}"))
+            .run()
+            .stdout;
         assert!(
             help.starts_with(&format!("Usage: loopx {name}")),
             "{name}:\n{help}"
@@ -798,7 +817,13 @@ fn every_subcommand_has_help_with_its_usage_and_options() {
 
 #[test]
 fn each_help_lists_the_options_its_command_takes() {
-    let help = |args: &[&str]| Project::new().loopx(args).run().stdout;
+    let help = |args: &[&str]| {
+        Project::new()
+            .loopx(args)
+            .stdout_contains("Usage: loopx ")
+            .run()
+            .stdout
+    };
     for (command, options) in [
         (
             "output",
@@ -854,14 +879,22 @@ fn help_flag_as_a_value_is_the_value_outside_run_install_and_resume() {
         &["--goto=--help", "--stop"],
         r#"{"goto":"--help","stop":true}"#,
     );
-    let output_help = Project::bare().loopx(&["output", "-h"]).run().stdout;
+    let output_help = Project::bare()
+        .loopx(&["output", "-h"])
+        .stdout_contains("Usage: loopx output ")
+        .run()
+        .stdout;
     for args in [
         &["output", "--result", "x", "-h"][..],
         &["output", "--bogus", "--help"],
     ] {
         Project::bare().loopx(args).stdout(&output_help).run();
     }
-    let env_help = p.loopx(&["env", "--help"]).run().stdout;
+    let env_help = p
+        .loopx(&["env", "--help"])
+        .stdout_contains("Usage: loopx env ")
+        .run()
+        .stdout;
     for args in [
         &["env", "-h"][..],
         &["env", "set", "-h"],
@@ -883,7 +916,11 @@ fn help_flag_as_a_value_is_the_value_outside_run_install_and_resume() {
         ("resume", &["resume", "--bogus", "--timeout", "--help"]),
         ("install", &["install", "-w", "-h"]),
     ] {
-        let help = p.loopx(&[command, "-h"]).run().stdout;
+        let help = p
+            .loopx(&[command, "-h"])
+            .stdout_contains(&format!("Usage: loopx {command}"))
+            .run()
+            .stdout;
         p.loopx(args).stdout(&help).run();
     }
 }
@@ -956,8 +993,10 @@ fn a_run_option_at_top_level_says_it_belongs_to_run() {
 fn top_help_does_not_list_workflows() {
     let p = ralph();
     p.script("zebra-flow", "index.sh", "");
-    let o = p.loopx(&["-h"]).run();
-    assert!(!o.stdout.contains("zebra-flow"), "{}", o.stdout);
+    p.loopx(&["-h"])
+        .stdout_contains("\nUsage:\n  loopx <command>")
+        .stdout_lacks("zebra-flow")
+        .run();
 }
 
 #[test]
@@ -1001,7 +1040,11 @@ fn run_help_lists_workflows_and_scripts_and_marks_index() {
 #[test]
 fn run_help_without_loopx_dir_warns_and_omits_the_workflow_section() {
     let bare = Project::bare();
-    let o = bare.loopx(&["run", "-h"]).stderr_contains(".loopx").run();
+    let o = bare
+        .loopx(&["run", "-h"])
+        .stderr_contains(".loopx")
+        .stdout_contains("Usage: loopx run ")
+        .run();
     assert!(o.stderr.to_lowercase().contains("warning"), "{}", o.stderr);
     // The same usage text as with workflows, minus their listing.
     let with = run_help(&ralph());

@@ -38,7 +38,10 @@ fn delegation_happens_before_command_parsing() {
         .status(7)
         .stdout("local loopx: frobnicate --x delegated=1\n")
         .run();
-    p.loopx(&["version"]).status(7).run();
+    p.loopx(&["version"])
+        .status(7)
+        .stdout("local loopx: version delegated=1\n")
+        .run();
 }
 
 #[test]
@@ -58,7 +61,10 @@ fn loopx_delegated_set_skips_delegation_even_when_empty() {
 fn no_package_json_means_no_delegation_and_no_warning() {
     let p = Project::bare();
     local_loopx(&p);
-    p.loopx(&["version"]).run();
+    // The global loopx answers.
+    p.loopx(&["version"])
+        .stdout(&format!("{}\n", env!("CARGO_PKG_VERSION")))
+        .run();
 }
 
 #[test]
@@ -69,7 +75,10 @@ fn undeclared_local_binary_is_not_used() {
         r#"{"name": "app", "peerDependencies": {"loopx": "1"}}"#,
     );
     local_loopx(&p);
-    p.loopx(&["version"]).run();
+    // The global loopx answers.
+    p.loopx(&["version"])
+        .stdout(&format!("{}\n", env!("CARGO_PKG_VERSION")))
+        .run();
 }
 
 #[test]
@@ -89,6 +98,7 @@ fn invalid_package_json_warns_and_runs_global() {
     p.file("package.json", "{\"devDependencies\": {\"loopx\": \"1\"},}");
     local_loopx(&p);
     p.loopx(&["version"])
+        .stdout(&format!("{}\n", env!("CARGO_PKG_VERSION")))
         .stderr_contains("package.json is not valid JSON")
         .run();
 }
@@ -100,6 +110,7 @@ fn unreadable_package_json_warns_and_runs_global() {
     p.dir("package.json");
     local_loopx(&p);
     p.loopx(&["version"])
+        .stdout(&format!("{}\n", env!("CARGO_PKG_VERSION")))
         .stderr_contains("cannot read package.json")
         .run();
 }
@@ -110,7 +121,9 @@ fn only_the_invocation_cwd_counts_not_its_ancestors() {
     p.file("package.json", r#"{"devDependencies": {"loopx": "1"}}"#);
     local_loopx(&p);
     p.dir("sub");
-    let mut run = p.loopx(&["version"]);
+    let mut run = p
+        .loopx(&["version"])
+        .stdout(&format!("{}\n", env!("CARGO_PKG_VERSION")));
     run.cmd.current_dir(p.path("sub"));
     run.run();
 }

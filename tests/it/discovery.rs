@@ -30,7 +30,10 @@ fn good() -> Project {
 fn good_alone_runs_and_is_listed(p: &Project) {
     p.loopx(&["run", "good"]).run();
     assert_eq!(log(p), "good\n");
-    let o = p.loopx(&["run", "-h"]).run();
+    let o = p
+        .loopx(&["run", "-h"])
+        .stdout_contains("Usage: loopx run ")
+        .run();
     assert_eq!(listed_workflows(&o.stdout), ["good"]);
 }
 
@@ -79,7 +82,10 @@ fn listed_workflows(help: &str) -> Vec<String> {
 }
 
 fn run_help_workflows(p: &Project) -> Vec<String> {
-    let o = p.loopx(&["run", "-h"]).run();
+    let o = p
+        .loopx(&["run", "-h"])
+        .stdout_contains("Usage: loopx run ")
+        .run();
     listed_workflows(&o.stdout)
 }
 
@@ -93,7 +99,10 @@ fn help_line(help: &str, wf: &str) -> String {
 
 /// Run help's text for a project without warnings.
 fn run_help(p: &Project) -> String {
-    p.loopx(&["run", "-h"]).run().stdout
+    p.loopx(&["run", "-h"])
+        .stdout_contains("Usage: loopx run ")
+        .run()
+        .stdout
 }
 
 // ---------------------------------------------------------------- §2.1 / §5.1 workflows
@@ -119,7 +128,10 @@ fn subdirectory_without_top_level_scripts_is_not_a_workflow() {
         let wf = target.split(':').next().unwrap_or(target);
         refused(&p, target, &[&format!("'{wf}'")]);
     }
-    let o = p.loopx(&["run", "-h"]).run();
+    let o = p
+        .loopx(&["run", "-h"])
+        .stdout_contains("Usage: loopx run ")
+        .run();
     assert_eq!(listed_workflows(&o.stdout), ["good"]);
 }
 
@@ -132,7 +144,9 @@ fn subdirectory_without_scripts_is_ignored_even_with_an_invalid_name() {
         .dir(".loopx/.git/hooks");
     p.loopx(&["run", "good"]).run();
     assert_eq!(log(&p), "good\n");
-    p.loopx(&["run", "-h"]).run();
+    p.loopx(&["run", "-h"])
+        .stdout_contains("Usage: loopx run ")
+        .run();
 }
 
 #[test]
@@ -224,7 +238,9 @@ fn non_script_files_in_a_workflow_are_ignored() {
     // not an invalid script name.
     p.loopx(&["run", "w"]).run();
     assert_eq!(log(&p), "w:index\n");
-    p.loopx(&["run", "-h"]).run();
+    p.loopx(&["run", "-h"])
+        .stdout_contains("Usage: loopx run ")
+        .run();
 }
 
 #[test]
@@ -475,12 +491,12 @@ fn loopx_dir_of_an_ancestor_is_not_searched() {
         .run();
     assert_eq!(log(&p), "");
     // Run help in the subdirectory lists nothing from the parent either.
-    let o = p
-        .loopx(&["run", "-h"])
+    p.loopx(&["run", "-h"])
         .current_dir(p.path("sub"))
         .stderr_contains(".loopx")
+        .stdout_contains("Usage: loopx run ")
+        .stdout_lacks("good")
         .run();
-    assert!(!o.stdout.contains("good"), "{}", o.stdout);
 }
 
 #[test]
@@ -490,14 +506,20 @@ fn commands_without_loopx_requirement_do_not_discover() {
     let p = good();
     p.script("broken", "check.sh", "")
         .script("broken", "check.ts", "");
-    for args in [
-        &["version"][..],
-        &["output", "--stop"],
-        &["env", "list"],
-        &["-h"],
-        &[],
+    let version = format!("{}\n", env!("CARGO_PKG_VERSION"));
+    for (args, stdout) in [
+        (&["version"][..], Some(version.as_str())),
+        (&["output", "--stop"], Some("{\"stop\":true}\n")),
+        (&["env", "list"], Some("")),
+        (&["-h"], None),
+        (&[], None),
     ] {
-        p.loopx(args).run();
+        let run = p.loopx(args);
+        match stdout {
+            Some(exact) => run.stdout(exact),
+            None => run.stdout_contains("\nUsage:\n  loopx <command>"),
+        }
+        .run();
     }
 }
 
@@ -605,7 +627,9 @@ fn workflow_without_index_does_not_block_other_workflows() {
     let p = good();
     p.script("tools", "lint.sh", "");
     p.loopx(&["run", "good"]).run();
-    p.loopx(&["run", "-h"]).run();
+    p.loopx(&["run", "-h"])
+        .stdout_contains("Usage: loopx run ")
+        .run();
     assert_eq!(log(&p), "good\n");
 }
 

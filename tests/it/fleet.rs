@@ -19,7 +19,7 @@
 #![cfg(target_os = "linux")]
 
 use crate::util::http::Server;
-use crate::util::{self, procs, release, which, Outcome, Project, Run, Running};
+use crate::util::{self, procs, release, Outcome, Project, Run, Running};
 use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -183,15 +183,6 @@ fn without_expressions(script: &str) -> String {
     out + rest
 }
 
-fn shellcheck() -> PathBuf {
-    which("shellcheck")
-        .or_else(|| {
-            let p = util::ci_cache().join("python/bin/shellcheck");
-            p.is_file().then_some(p)
-        })
-        .expect("shellcheck: scripts/test.sh installs it")
-}
-
 #[test]
 fn step_scripts_and_inline_scripts_pass_shellcheck() {
     let tmp = util::TempDir::new("shellcheck");
@@ -237,7 +228,7 @@ fn step_scripts_and_inline_scripts_pass_shellcheck() {
         files.push((p, shell));
     }
     for (file, shell) in files {
-        let mut cmd = Command::new(shellcheck());
+        let mut cmd = Command::new(util::shellcheck());
         cmd.args(["-s", shell]).arg(&file);
         let shown = fs::read_to_string(&file).unwrap();
         let o = Run::command(cmd).run();
@@ -539,7 +530,8 @@ fn each_pods_command_line_resumes_an_interrupted_run_and_logs_json_lines_to_stdo
                     run = run.env("XDG_STATE_HOME", &state);
                 }
             }
-            run
+            // The run log on stdout (--log -): its events are read below.
+            run.stdout_contains("{\"v\":1,\"event\":\"run_")
         };
         // A drain: SIGTERM while `second` runs (exit 143, Ignore: a new pod).
         let mut running = pod().status(143).start();
@@ -1038,13 +1030,11 @@ fn the_action_resumes_a_run_its_cancelled_job_left() {
              if [ ! -e \"$r\" ]; then touch \"$r\"; exec sleep 60; fi\n\
              printf '{\"stop\": true}'\n",
         );
-    assert!(
-        !job.step("run", &[("target", "ok")], |r| r)
-            .out
-            .stdout
-            .contains("::notice"),
-        "this loopx has run --resume"
-    );
+    // This loopx has run --resume: no notice that it lacks it.
+    job.step("run", &[("target", "ok")], |r| {
+        r.stdout_contains("loopx run --resume --log ")
+            .stdout_lacks("::notice")
+    });
     // A cancelled job: the runner sends SIGINT to the step while `second`
     // runs. The step runs in the background for that, as a whole group.
     let steps = job.action["runs"]["steps"].as_array().unwrap();

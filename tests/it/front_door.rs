@@ -365,7 +365,7 @@ fn typescript_no_runtime_can_run_is_warned_about_before_the_first_script() {
         .loopx(&["run", "wf"])
         .env("PATH", &bin)
         .status(1)
-        .stderr_any()
+        .stderr_any("read below, in order: warning, first script, error")
         .run();
     let warning = "loopx: warning: workflow 'wf' has scripts that cannot run here: review.ts, \
                    ui.tsx (TypeScript and JSX need tsx or Bun, or for .ts a Node that strips \

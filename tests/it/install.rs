@@ -759,7 +759,9 @@ fn tarball_with_several_top_level_entries_is_used_as_is() {
         "/flow.tgz",
         tarball(&[("index.sh", INDEX), ("lib/", ""), ("lib/a.sh", "x")]),
     );
-    e.install(&[&server.url_for("/flow.tgz")]).run();
+    e.install(&[&server.url_for("/flow.tgz")])
+        .stdout("installed workflow 'flow' into .loopx/flow\n")
+        .run();
     assert_eq!(names(&e.p.path(".loopx/flow")), ["index.sh", "lib"]);
 
     // Multi-workflow inside a wrapper: names come from the subdirectories.
@@ -847,7 +849,9 @@ fn hostile(e: &Env, bytes: Vec<u8>, refused_with: &[&str]) {
     let outside = snapshot(e.tmp.path());
     let server = serve("/evil.tar.gz", bytes);
     let mut install = e.install(&[&server.url_for("/evil.tar.gz")]);
-    if !refused_with.is_empty() {
+    if refused_with.is_empty() {
+        install = install.stdout("installed workflow 'evil' into .loopx/evil\n");
+    } else {
         install = install.status(1).stdout("");
     }
     for needle in refused_with {
@@ -969,7 +973,9 @@ fn symlinks_leaving_a_workflow_are_refused_even_inside_the_source() {
         &[("index.sh", INDEX), ("lib/data.txt", "d\n")],
         |root| std::os::unix::fs::symlink("lib/data.txt", root.join("data.txt")).unwrap(),
     );
-    e.install(&[&url]).run();
+    e.install(&[&url])
+        .stdout("installed workflow 'inner' into .loopx/inner\n")
+        .run();
     assert_eq!(
         fs::read_link(e.p.path(".loopx/inner/data.txt")).unwrap(),
         Path::new("lib/data.txt")
@@ -1038,7 +1044,9 @@ fn y_replaces_a_symlinked_workflow_by_removing_the_link_not_its_target() {
         .status(1)
         .stderr_contains("use -y to replace it")
         .run();
-    e.install(&["-y", &url]).run();
+    e.install(&["-y", &url])
+        .stdout("installed workflow 'ralph' into .loopx/ralph (replaced)\n")
+        .run();
     let meta = fs::symlink_metadata(e.p.path(".loopx/ralph")).unwrap();
     assert!(meta.is_dir() && !meta.file_type().is_symlink());
     assert_eq!(e.p.read(".loopx/ralph/index.sh"), INDEX);
@@ -1072,7 +1080,9 @@ fn collision_check_is_local_to_the_target_path() {
         .script("broken", "a.ts", "x");
     e.p.script("ralph", "index.sh", "old");
     let url = e.repo("ralph.git", &[("index.sh", INDEX)]);
-    e.install(&["-y", &url]).run();
+    e.install(&["-y", &url])
+        .stdout("installed workflow 'ralph' into .loopx/ralph (replaced)\n")
+        .run();
     assert_eq!(e.p.read(".loopx/ralph/index.sh"), INDEX);
 }
 
@@ -1102,6 +1112,7 @@ fn version_mismatch_blocks_unless_y() {
     e.install(&["-y", &url])
         .stderr_contains("requires loopx version >=999.0.0")
         .stderr_contains("installing anyway (-y)")
+        .stdout("installed workflow 'pinned' into .loopx/pinned\n")
         .run();
     // The declaration is kept (§10.6).
     assert!(e.p.read(".loopx/pinned/package.json").contains(">=999.0.0"));
@@ -1117,7 +1128,10 @@ fn satisfied_range_installs_quietly() {
             ("package.json", &format!(r#"{{"dependencies":{{"loopx":"^{VERSION}"}},"optionalDependencies":{{"loopx":">=999"}}}}"#)),
         ],
     );
-    e.install(&[&url]).stderr("").run();
+    e.install(&[&url])
+        .stderr("")
+        .stdout("installed workflow 'fine' into .loopx/fine\n")
+        .run();
 }
 
 #[test]
@@ -1140,6 +1154,7 @@ fn broken_package_json_warns_but_installs() {
         let o = e
             .install(&[&url])
             .stderr_contains(&format!("loopx: warning: workflow '{name}': {warning}"))
+            .stdout(&format!("installed workflow '{name}' into .loopx/{name}\n"))
             .run();
         assert_eq!(o.stderr.matches("warning").count(), 1, "{o}");
     }
@@ -1150,6 +1165,7 @@ fn broken_package_json_warns_but_installs() {
     );
     e.install(&[&url])
         .stderr_contains("workflow 'unreadable': package.json cannot be read")
+        .stdout("installed workflow 'unreadable' into .loopx/unreadable\n")
         .run();
 }
 
@@ -1185,6 +1201,7 @@ fn install_time_version_checks_judge_the_workflow_as_installed() {
         .install(&["-y", &url])
         .stderr_contains("loopx: warning: workflow 'broken': package.json cannot be read (")
         .stderr_contains("installing anyway (-y)")
+        .stdout("installed workflow 'broken' into .loopx/broken\ninstalled workflow 'sealed' into .loopx/sealed\n")
         .run();
     let warning = |stderr: &str| -> Vec<String> {
         stderr
@@ -1298,7 +1315,9 @@ fn w_installs_only_the_selected_workflow_and_ignores_invalid_siblings() {
         .stdout("installed workflow 'good' into .loopx/good\n")
         .run();
     assert_eq!(names(&e.p.path(".loopx")), ["good"]);
-    e.install(&["--workflow", "other", &url]).run();
+    e.install(&["--workflow", "other", &url])
+        .stdout("installed workflow 'other' into .loopx/other\n")
+        .run();
     assert_eq!(names(&e.p.path(".loopx")), ["good", "other"]);
 }
 
@@ -1352,7 +1371,9 @@ fn install_does_not_install_dependencies() {
             ("package.json", r#"{"dependencies":{"left-pad":"1.0.0"}}"#),
         ],
     );
-    e.install(&[&url]).run();
+    e.install(&[&url])
+        .stdout("installed workflow 'deps' into .loopx/deps\n")
+        .run();
     assert_eq!(
         names(&e.p.path(".loopx/deps")),
         ["index.ts", "package.json"]
@@ -1366,7 +1387,10 @@ fn install_writes_into_the_project_root_only() {
     let sub = e.p.path("sub");
     fs::create_dir_all(&sub).unwrap();
     let url = e.repo("ralph.git", &[("index.sh", INDEX)]);
-    e.install(&[&url]).with(|r| r.current_dir(&sub)).run();
+    e.install(&[&url])
+        .with(|r| r.current_dir(&sub))
+        .stdout("installed workflow 'ralph' into .loopx/ralph\n")
+        .run();
     assert!(sub.join(".loopx/ralph/index.sh").is_file());
     assert!(names(&e.p.path(".loopx")).is_empty());
 }

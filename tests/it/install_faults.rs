@@ -328,7 +328,9 @@ fn missing_git_or_curl_leaves_loopx_dir_as_it_was_and_names_the_tool() {
 /// After a killed install: the next one succeeds, and neither `.loopx/` nor
 /// the TMPDIR keeps anything of either.
 fn next_install_succeeds_and_cleans_up(f: &Fixture) {
-    f.install(&[&f.url]).run();
+    f.install(&[&f.url])
+        .stdout("installed workflow 'flow' into .loopx/flow\n")
+        .run();
     assert_eq!(names(&f.loopx_dir()), ["flow", "keep"]);
     assert_eq!(names(&f.tmpdir()), Vec::<String>::new());
     assert_eq!(

@@ -28,6 +28,7 @@ mod process;
 mod release;
 mod resume;
 mod run_loop;
+mod shellcheck;
 mod shim;
 mod signals;
 mod unattended;

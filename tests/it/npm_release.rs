@@ -47,6 +47,7 @@ fn sha256_hex(bytes: &[u8], scratch: &Path) -> String {
     let file = scratch.join("to-hash");
     fs::write(&file, bytes).expect("write bytes to hash");
     tool("sha256sum", &[file.as_os_str()])
+        .stdout_contains(&format!("  {}\n", file.display()))
         .run()
         .stdout
         .split_whitespace()
@@ -88,6 +89,7 @@ impl Tree {
             "tar",
             &["-xzOf".as_ref(), archive.as_os_str(), "loopx".as_ref()],
         )
+        .stdout_any("the binary's bytes, returned")
         .run()
         .stdout_bytes
     }
@@ -192,7 +194,10 @@ impl User {
             .args(extra)
             .arg(package);
         // npm reports its progress and warnings on stderr.
-        npm.timeout(INSTALL_TIMEOUT).stderr_any().run();
+        npm.timeout(INSTALL_TIMEOUT)
+            .stdout_any("npm's summary (added N packages in Ns)")
+            .stderr_any("npm reports its progress and warnings on stderr")
+            .run();
     }
 
     /// `loopx <args>` through the command npm installed.
@@ -545,15 +550,15 @@ fn bun_add_g_runs_loopx_version_and_a_ts_workflow_that_imports_output() {
         .env("BUN_INSTALL", &bun_install)
         .env("BUN_INSTALL_CACHE_DIR", ci_cache().join("bun-cache"))
         .timeout(INSTALL_TIMEOUT)
-        // Bun reports its progress on stderr.
-        .stderr_any()
+        .stdout_contains("installed loopx@")
+        .stderr_any("Bun reports its progress on stderr")
         .run();
     let bin = bun_install.join("bin/loopx");
 
     // Bun runs no install script of a package it was not told to trust, so
     // the binary may come at install time or now; either way, once.
     let out = version_quietly(user.command(bun()).arg(&bin).arg("version"))
-        .stderr_any()
+        .stderr_any("empty or the download line, checked below")
         .run();
     assert!(
         out.stderr.is_empty() || out.stderr == download_line(&server),
@@ -601,8 +606,7 @@ fn pnpm() -> &'static Path {
         .env("npm_config_cache", ci_cache().join("npm-cache"))
         .env("npm_config_update_notifier", "false")
         .timeout(INSTALL_TIMEOUT)
-        // npm reports its progress and warnings on stderr.
-        .stderr_any()
+        .stderr_any("npm reports its progress and warnings on stderr")
         .run();
         if let Err(e) = fs::rename(&staging, &dir) {
             let _ = fs::remove_dir_all(&staging);
@@ -634,8 +638,7 @@ fn pnpm_add_g_with_scripts_blocked_fetches_the_binary_on_first_run() {
         .arg(tree().tgz())
         .timeout(INSTALL_TIMEOUT)
         .stdout_contains("Ignored build scripts")
-        // pnpm reports its warnings on stderr.
-        .stderr_any()
+        .stderr_any("pnpm reports its warnings on stderr")
         .run();
     assert!(server.paths().is_empty(), "{:?}", server.paths());
     let global = fs::read_dir(pnpm_home.join("global"))

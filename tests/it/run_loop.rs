@@ -93,87 +93,138 @@ fn spec_example_chain_runs_in_order() {
     );
 }
 
-#[test]
-fn goto_bare_name_stays_in_current_workflow() {
+/// A loop over logging scripts: each of `scripts` is (`workflow:script`,
+/// what it prints), and logs `workflow:script<stdin>`; after `loopx run
+/// <args>` (exit 0, nothing on stdout or stderr) the log must be `log`.
+struct LoopCase {
+    /// The spec clause, shown when the case fails.
+    clause: &'static str,
+    scripts: &'static [(&'static str, &'static str)],
+    args: &'static [&'static str],
+    log: &'static [&'static str],
+}
+
+fn loop_project(scripts: &[(&str, &str)]) -> Project {
     let p = Project::new();
-    p.script(
-        "ralph",
-        "index.sh",
-        &step("ralph:index", &goto("check-ready")),
-    )
-    .script("ralph", "check-ready.sh", &step("ralph:check-ready", ""))
-    .script("check-ready", "index.sh", &step("check-ready:index", ""));
-    p.loopx(&["run", "-n", "2", "ralph"]).run();
-    assert_eq!(log(&p), ["ralph:index<>", "ralph:check-ready<>"]);
+    for (target, stdout) in scripts {
+        let (workflow, script) = target.split_once(':').expect("workflow:script");
+        p.script(workflow, &format!("{script}.sh"), &step(target, stdout));
+    }
+    p
+}
+
+#[track_caller]
+fn check_loop_cases(cases: &[LoopCase]) {
+    for c in cases {
+        let p = loop_project(c.scripts);
+        let mut args = vec!["run"];
+        args.extend_from_slice(c.args);
+        let out = p.loopx(&args).stdout("").run();
+        assert_eq!(log(&p), c.log, "{}\n{out}", c.clause);
+    }
 }
 
 #[test]
-fn goto_qualified_same_workflow_equals_bare() {
-    let p = Project::new();
-    p.script(
-        "ralph",
-        "index.sh",
-        &step("ralph:index", &goto("ralph:check-ready")),
-    )
-    .script("ralph", "check-ready.sh", &step("ralph:check-ready", ""));
-    p.loopx(&["run", "-n", "3", "ralph"]).run();
-    assert_eq!(
-        log(&p),
-        ["ralph:index<>", "ralph:check-ready<>", "ralph:index<>"]
-    );
-}
-
-#[test]
-fn goto_bare_name_after_cross_workflow_goto_targets_its_own_workflow() {
-    let p = Project::new();
-    p.script("ralph", "index.sh", &step("ralph:index", &goto("other:a")))
-        .script("ralph", "b.sh", &step("WRONG ralph:b", ""))
-        .script("other", "a.sh", &step("other:a", &goto("b")))
-        .script("other", "b.sh", &step("other:b", ""));
-    p.loopx(&["run", "-n", "3", "ralph"]).run();
-    assert_eq!(log(&p), ["ralph:index<>", "other:a<>", "other:b<>"]);
-}
-
-#[test]
-fn goto_another_workflows_index_needs_the_qualified_form() {
-    let p = Project::new();
-    p.script(
-        "ralph",
-        "index.sh",
-        &step("ralph:index", &goto("other:index")),
-    )
-    .script("other", "index.sh", &step("other:index", ""));
-    p.loopx(&["run", "-n", "2", "ralph"]).run();
-    assert_eq!(log(&p), ["ralph:index<>", "other:index<>"]);
-
-    // The bare workflow name is read as a script of the current workflow.
-    let p = Project::new();
-    p.script("ralph", "index.sh", &step("ralph:index", &goto("other")))
-        .script("other", "index.sh", &step("other:index", ""));
-    p.loopx(&["run", "ralph"])
-        .status(1)
-        .stdout("")
-        .stderr_contains("'other'")
-        .stderr_contains("ralph:index")
-        .run();
-    assert_eq!(log(&p), ["ralph:index<>"]);
-}
-
-#[test]
-fn self_goto_counts_as_an_iteration() {
-    let p = Project::new();
-    p.script(
-        "ralph",
-        "index.sh",
-        &step("ralph:index", r#"{"result":"again","goto":"index"}"#),
-    );
-    p.loopx(&["run", "-n", "3", "ralph"]).run();
-    // Three executions, the later two reached by the self-goto (which pipes
-    // the result like any other goto).
-    assert_eq!(
-        log(&p),
-        ["ralph:index<>", "ralph:index<again>", "ralph:index<again>"]
-    );
+fn goto_targets_resolve_as_section_2_2_says() {
+    // Decoys (never in the expected log) stand where a wrong reading of the
+    // goto would land.
+    check_loop_cases(&[
+        LoopCase {
+            clause: "§2.2: a bare goto names a script of the current workflow",
+            scripts: &[
+                ("ralph:index", r#"{"goto":"check-ready"}"#),
+                ("ralph:check-ready", ""),
+                ("check-ready:index", ""),
+            ],
+            args: &["-n", "2", "ralph"],
+            log: &["ralph:index<>", "ralph:check-ready<>"],
+        },
+        LoopCase {
+            clause: "§2.2: a qualified goto into the same workflow equals the bare one",
+            scripts: &[
+                ("ralph:index", r#"{"goto":"ralph:check-ready"}"#),
+                ("ralph:check-ready", ""),
+            ],
+            args: &["-n", "3", "ralph"],
+            log: &["ralph:index<>", "ralph:check-ready<>", "ralph:index<>"],
+        },
+        LoopCase {
+            clause: "§2.2: after a cross-workflow goto, a bare goto stays in the new workflow",
+            scripts: &[
+                ("ralph:index", r#"{"goto":"other:a"}"#),
+                ("ralph:b", ""),
+                ("other:a", r#"{"goto":"b"}"#),
+                ("other:b", ""),
+            ],
+            args: &["-n", "3", "ralph"],
+            log: &["ralph:index<>", "other:a<>", "other:b<>"],
+        },
+        LoopCase {
+            clause: "§2.2: another workflow's index is reached by its qualified form",
+            scripts: &[
+                ("ralph:index", r#"{"goto":"other:index"}"#),
+                ("other:index", ""),
+            ],
+            args: &["-n", "2", "ralph"],
+            log: &["ralph:index<>", "other:index<>"],
+        },
+        LoopCase {
+            clause: "§2.2: a self-goto is an iteration and pipes its result",
+            scripts: &[("ralph:index", r#"{"result":"again","goto":"index"}"#)],
+            args: &["-n", "3", "ralph"],
+            log: &["ralph:index<>", "ralph:index<again>", "ralph:index<again>"],
+        },
+        LoopCase {
+            clause: "§2.2: without a goto the loop resets to the starting target",
+            scripts: &[
+                ("ralph:index", r#"{"goto":"a"}"#),
+                ("ralph:a", r#"{"goto":"b"}"#),
+                ("ralph:b", r#"{"result":"from b"}"#),
+            ],
+            args: &["-n", "6", "ralph"],
+            log: &[
+                "ralph:index<>",
+                "ralph:a<>",
+                "ralph:b<>",
+                "ralph:index<>",
+                "ralph:a<>",
+                "ralph:b<>",
+            ],
+        },
+        LoopCase {
+            clause: "§2.2: a cross-workflow goto keeps the starting target",
+            scripts: &[
+                ("ralph:index", r#"{"goto":"other:x"}"#),
+                ("other:x", ""),
+                ("other:index", ""),
+            ],
+            args: &["-n", "4", "ralph"],
+            log: &["ralph:index<>", "other:x<>", "ralph:index<>", "other:x<>"],
+        },
+        LoopCase {
+            clause: "§2.1, §4.1: `run <workflow>` starts at its index",
+            scripts: &[("ralph:aaa", ""), ("ralph:index", "")],
+            args: &["-n", "2", "ralph"],
+            log: &["ralph:index<>", "ralph:index<>"],
+        },
+        LoopCase {
+            clause: "§4.1: `run <workflow>:index` is the same",
+            scripts: &[("ralph:aaa", ""), ("ralph:index", "")],
+            args: &["-n", "2", "ralph:index"],
+            log: &["ralph:index<>", "ralph:index<>"],
+        },
+        LoopCase {
+            clause: "§4.1: `run <workflow>:<script>` is the starting target",
+            scripts: &[("ralph:index", ""), ("ralph:check", r#"{"goto":"index"}"#)],
+            args: &["-n", "4", "ralph:check"],
+            log: &[
+                "ralph:check<>",
+                "ralph:index<>",
+                "ralph:check<>",
+                "ralph:index<>",
+            ],
+        },
+    ]);
 }
 
 #[test]
@@ -193,12 +244,39 @@ fn n_counts_every_execution_including_goto_hops() {
 }
 
 #[test]
-fn n_limit_ends_the_loop_before_the_last_goto_is_resolved() {
-    // §7.1: step 10 (-n reached) comes before step 11 (goto validation).
-    let p = Project::new();
-    p.script("ralph", "index.sh", &step("index", &goto("a:b:c")));
-    p.loopx(&["run", "-n", "1", "ralph"]).stdout("").run();
-    assert_eq!(log(&p), ["index<>"]);
+fn stop_and_the_n_limit_end_the_loop_before_the_goto_is_resolved() {
+    check_loop_cases(&[
+        LoopCase {
+            clause: "§7.1: -n reached (step 10) comes before goto validation (step 11)",
+            scripts: &[("ralph:index", r#"{"goto":"a:b:c"}"#)],
+            args: &["-n", "1", "ralph"],
+            log: &["ralph:index<>"],
+        },
+        LoopCase {
+            clause: "§2.3: stop beats goto",
+            scripts: &[
+                ("ralph:index", r#"{"result":"r","goto":"a","stop":true}"#),
+                ("ralph:a", ""),
+            ],
+            args: &["ralph"],
+            log: &["ralph:index<>"],
+        },
+        LoopCase {
+            clause: "§2.3: with stop, the goto is not even validated",
+            scripts: &[("ralph:index", r#"{"goto":"::","stop":true}"#)],
+            args: &["ralph"],
+            log: &["ralph:index<>"],
+        },
+        LoopCase {
+            clause: "§2.3: stop true ends the loop with exit 0",
+            scripts: &[
+                ("ralph:index", r#"{"goto":"a"}"#),
+                ("ralph:a", r#"{"stop":true}"#),
+            ],
+            args: &["ralph"],
+            log: &["ralph:index<>", "ralph:a<>"],
+        },
+    ]);
 }
 
 #[test]
@@ -214,166 +292,98 @@ fn n_zero_validates_but_runs_nothing() {
 }
 
 #[test]
-fn n_zero_still_fails_on_a_missing_target() {
-    // (what is missing, the target, what the error names)
-    let cases: &[(&str, &str, &[&str])] = &[
-        ("workflow", "nope", &["'nope'"]),
-        ("script", "ralph:nope", &["'nope'"]),
-        ("default entry point", "other", &["'other'", "index"]),
-    ];
-    for &(missing, target, names) in cases {
+fn n_zero_still_validates_the_run_as_section_7_1_says() {
+    // §7.1, §4.2: -n 0 runs nothing, but everything before the first
+    // iteration is still checked: exit 1, nothing on stdout, the error
+    // naming the problem, and no script run.
+    fn good() -> Project {
         let p = Project::new();
         p.script("ralph", "index.sh", &step("index", "")).script(
             "other",
             "check.sh",
             &step("check", ""),
         );
-        let mut run = p.loopx(&["run", "-n", "0", target]).status(1).stdout("");
+        p
+    }
+    fn collision() -> Project {
+        let p = good();
+        p.script("broken", "a.sh", "").script("broken", "a.ts", "");
+        p
+    }
+    fn bad_script_name() -> Project {
+        let p = good();
+        p.script("ralph", "-bad.sh", "");
+        p
+    }
+    // (the clause, the project, the arguments after `run -n 0`, what the
+    // error names)
+    type Case = (
+        &'static str,
+        fn() -> Project,
+        &'static [&'static str],
+        &'static [&'static str],
+    );
+    let cases: &[Case] = &[
+        ("§4.1: a missing workflow", good, &["nope"], &["'nope'"]),
+        ("§4.1: a missing script", good, &["ralph:nope"], &["'nope'"]),
+        (
+            "§2.1: a missing default entry point",
+            good,
+            &["other"],
+            &["'other'", "index"],
+        ),
+        ("§4.1: an empty target", good, &[""], &["''"]),
+        ("§4.1: target ':'", good, &[":"], &["':'"]),
+        ("§4.1: target ':index'", good, &[":index"], &["':index'"]),
+        ("§4.1: target 'ralph:'", good, &["ralph:"], &["'ralph:'"]),
+        (
+            "§4.1: target 'ralph:index:x'",
+            good,
+            &["ralph:index:x"],
+            &["'ralph:index:x'"],
+        ),
+        (
+            "§4.1: target 'bad name'",
+            good,
+            &["bad name"],
+            &["'bad name'"],
+        ),
+        (
+            "§8.2: a missing -e file",
+            good,
+            &["-e", "missing.env", "ralph"],
+            &["missing.env"],
+        ),
+        (
+            "§5.2, §5.4: a collision in a sibling workflow",
+            collision,
+            &["ralph"],
+            &["broken"],
+        ),
+        (
+            "§5.3: an invalid script name",
+            bad_script_name,
+            &["ralph"],
+            &["-bad.sh"],
+        ),
+        (
+            "§5.1: no .loopx directory",
+            Project::bare,
+            &["ralph"],
+            &[".loopx"],
+        ),
+    ];
+    for &(clause, project, args, names) in cases {
+        let p = project();
+        let mut argv = vec!["run", "-n", "0"];
+        argv.extend_from_slice(args);
+        let mut run = p.loopx(&argv).status(1).stdout("");
         for n in names {
             run = run.stderr_contains(n);
         }
-        run.run();
-        assert!(log(&p).is_empty(), "missing {missing}: nothing may run");
+        let out = run.run();
+        assert!(log(&p).is_empty(), "{clause}: nothing may run\n{out}");
     }
-}
-
-#[test]
-fn n_zero_still_fails_on_invalid_target() {
-    let p = Project::new();
-    p.script("ralph", "index.sh", &step("index", ""));
-    for target in ["", ":", ":index", "ralph:", "ralph:index:x", "bad name"] {
-        p.loopx(&["run", "-n", "0", target])
-            .status(1)
-            .stdout("")
-            .stderr_contains(&format!("'{target}'"))
-            .run();
-    }
-    assert!(log(&p).is_empty());
-}
-
-#[test]
-fn n_zero_still_fails_on_missing_env_file() {
-    let p = Project::new();
-    p.script("ralph", "index.sh", &step("index", ""));
-    p.loopx(&["run", "-n", "0", "-e", "missing.env", "ralph"])
-        .status(1)
-        .stdout("")
-        .stderr_contains("missing.env")
-        .run();
-    assert!(log(&p).is_empty());
-}
-
-#[test]
-fn n_zero_still_fails_on_validation_problems() {
-    let p = Project::new();
-    p.script("ralph", "index.sh", &step("index", ""))
-        // A same-base-name collision in a sibling workflow (§5.2, §5.4).
-        .script("broken", "a.sh", "")
-        .script("broken", "a.ts", "");
-    p.loopx(&["run", "-n", "0", "ralph"])
-        .status(1)
-        .stdout("")
-        .stderr_contains("broken")
-        .run();
-    // An invalid script name (§5.3).
-    let p = Project::new();
-    p.script("ralph", "index.sh", &step("index", ""))
-        .script("ralph", "-bad.sh", "");
-    p.loopx(&["run", "-n", "0", "ralph"])
-        .status(1)
-        .stdout("")
-        .stderr_contains("-bad.sh")
-        .run();
-    assert!(log(&p).is_empty());
-}
-
-#[test]
-fn n_zero_still_fails_without_loopx_dir() {
-    let p = Project::bare();
-    p.loopx(&["run", "-n", "0", "ralph"])
-        .status(1)
-        .stdout("")
-        .stderr_contains(".loopx")
-        .run();
-}
-
-#[test]
-fn stop_beats_goto() {
-    let p = Project::new();
-    p.script(
-        "ralph",
-        "index.sh",
-        &step("index", r#"{"result":"r","goto":"a","stop":true}"#),
-    )
-    .script("ralph", "a.sh", &step("a", ""));
-    p.loopx(&["run", "ralph"]).stdout("").run();
-    assert_eq!(log(&p), ["index<>"]);
-
-    // With stop, the goto is not even validated.
-    let p = Project::new();
-    p.script(
-        "ralph",
-        "index.sh",
-        &step("index", r#"{"goto":"::","stop":true}"#),
-    );
-    p.loopx(&["run", "ralph"]).stdout("").run();
-    assert_eq!(log(&p), ["index<>"]);
-}
-
-#[test]
-fn stop_true_ends_the_loop_with_exit_0() {
-    let p = Project::new();
-    p.script("ralph", "index.sh", &step("index", &goto("a")))
-        .script("ralph", "a.sh", &step("a", r#"{"stop":true}"#));
-    p.loopx(&["run", "ralph"]).stdout("").run();
-    assert_eq!(log(&p), ["index<>", "a<>"]);
-}
-
-#[test]
-fn no_goto_resets_to_starting_target_after_a_chain() {
-    let p = Project::new();
-    p.script("ralph", "index.sh", &step("index", &goto("a")))
-        .script("ralph", "a.sh", &step("a", &goto("b")))
-        .script("ralph", "b.sh", &step("b", r#"{"result":"from b"}"#));
-    p.loopx(&["run", "-n", "6", "ralph"]).run();
-    assert_eq!(log(&p), ["index<>", "a<>", "b<>", "index<>", "a<>", "b<>"]);
-}
-
-#[test]
-fn run_bare_workflow_means_its_index() {
-    let p = Project::new();
-    p.script("ralph", "aaa.sh", &step("aaa", ""))
-        .script("ralph", "index.sh", &step("index", ""));
-    p.loopx(&["run", "-n", "2", "ralph"]).run();
-    assert_eq!(log(&p), ["index<>", "index<>"]);
-    clear_log(&p);
-    p.loopx(&["run", "-n", "2", "ralph:index"]).run();
-    assert_eq!(log(&p), ["index<>", "index<>"]);
-}
-
-#[test]
-fn run_explicit_script_is_the_starting_target() {
-    let p = Project::new();
-    p.script("ralph", "index.sh", &step("index", "")).script(
-        "ralph",
-        "check.sh",
-        &step("check", &goto("index")),
-    );
-    p.loopx(&["run", "-n", "4", "ralph:check"]).run();
-    assert_eq!(log(&p), ["check<>", "index<>", "check<>", "index<>"]);
-}
-
-#[test]
-fn cross_workflow_goto_keeps_the_starting_target() {
-    let p = Project::new();
-    p.script("ralph", "index.sh", &step("ralph:index", &goto("other:x")))
-        .script("other", "x.sh", &step("other:x", ""))
-        .script("other", "index.sh", &step("WRONG other:index", ""));
-    p.loopx(&["run", "-n", "4", "ralph"]).run();
-    assert_eq!(
-        log(&p),
-        ["ralph:index<>", "other:x<>", "ralph:index<>", "other:x<>"]
-    );
 }
 
 /// A project where ralph:index goes to ralph:a, and ralph:a issues `value`.
@@ -385,49 +395,48 @@ fn failing_goto_project(value: &str) -> Project {
             "a.sh",
             &step("a", &format!(r#"{{"result":"r","goto":"{value}"}}"#)),
         )
-        .script("other", "x.sh", &step("other:x", ""));
+        .script("other", "x.sh", &step("other:x", ""))
+        .script("other", "index.sh", &step("other:index", ""));
     p
 }
 
 #[test]
-fn goto_invalid_target_string_fails_at_transition_time() {
-    for value in [
-        "", ":", ":x", "other:", "a:b:c", "bad name", "-x", "other:-x", "-w:x",
-    ] {
+fn a_bad_goto_fails_at_transition_time() {
+    // §2.2, §7.1 step 11, §7.2: a goto is resolved when it is followed; one
+    // that is invalid or names nothing stops the loop with exit 1, the
+    // error naming the goto and the script that issued it.
+    let cases: &[(&str, &str)] = &[
+        ("§2.2: an empty goto", ""),
+        ("§2.2: goto ':'", ":"),
+        ("§2.2: goto ':x'", ":x"),
+        ("§2.2: goto 'other:'", "other:"),
+        ("§2.2: goto 'a:b:c'", "a:b:c"),
+        ("§5.3: goto 'bad name'", "bad name"),
+        ("§5.3: goto '-x'", "-x"),
+        ("§5.3: goto 'other:-x'", "other:-x"),
+        ("§5.3: goto '-w:x'", "-w:x"),
+        ("§2.2: an unknown workflow", "nope:x"),
+        ("§2.2: an unknown script", "missing"),
+        (
+            "§2.2: an unknown script of another workflow",
+            "other:missing",
+        ),
+        ("§2.2: an unknown script, qualified", "ralph:missing"),
+        (
+            "§2.2: a bare workflow name is a script of the current one",
+            "other",
+        ),
+    ];
+    for &(clause, value) in cases {
         let p = failing_goto_project(value);
-        p.loopx(&["run", "ralph"])
+        let out = p
+            .loopx(&["run", "ralph"])
             .status(1)
             .stdout("")
             .stderr_contains(&format!("'{value}'"))
             .stderr_contains("ralph:a")
             .run();
-        assert_eq!(log(&p), ["index<>", "a<>"], "goto {value:?}");
-    }
-}
-
-#[test]
-fn goto_unknown_workflow_fails_at_transition_time() {
-    let p = failing_goto_project("nope:x");
-    p.loopx(&["run", "ralph"])
-        .status(1)
-        .stdout("")
-        .stderr_contains("'nope:x'")
-        .stderr_contains("ralph:a")
-        .run();
-    assert_eq!(log(&p), ["index<>", "a<>"]);
-}
-
-#[test]
-fn goto_unknown_script_fails_at_transition_time() {
-    for value in ["missing", "other:missing", "ralph:missing"] {
-        let p = failing_goto_project(value);
-        p.loopx(&["run", "ralph"])
-            .status(1)
-            .stdout("")
-            .stderr_contains(&format!("'{value}'"))
-            .stderr_contains("ralph:a")
-            .run();
-        assert_eq!(log(&p), ["index<>", "a<>"], "goto {value:?}");
+        assert_eq!(log(&p), ["index<>", "a<>"], "{clause}\n{out}");
     }
 }
 
@@ -542,54 +551,72 @@ fn output_project(stdout: &str) -> Project {
     p
 }
 
-/// Runs three iterations and checks that the one after `a` was a reset.
-#[track_caller]
-fn assert_resets_after(stdout: &str) {
-    let p = output_project(stdout);
-    p.loopx(&["run", "-n", "3", "ralph"]).stdout("").run();
-    assert_eq!(
-        log(&p),
-        ["index<>", "a<>", "index<>"],
-        "a printed {stdout:?}"
-    );
-}
-
 #[test]
-fn empty_stdout_resets_the_loop() {
-    assert_resets_after("");
-}
-
-#[test]
-fn non_json_stdout_is_a_raw_result() {
-    for stdout in [
-        "goto: b",
-        "b",
-        "b\n",
-        r#"{"goto":"b""#,
-        r#"{goto:"b"}"#,
-        r#"{"goto":"b"} trailing"#,
-        r#"{"goto":"b",}"#,
-    ] {
-        assert_resets_after(stdout);
-    }
-}
-
-#[test]
-fn json_object_without_known_fields_is_a_raw_result() {
-    for stdout in [
-        "{}",
-        r#"{"Goto":"b"}"#,
-        r#"{"next":"b","GOTO":"b"}"#,
-        r#"{"data":{"goto":"b"}}"#,
-    ] {
-        assert_resets_after(stdout);
-    }
-}
-
-#[test]
-fn json_arrays_and_primitives_are_a_raw_result() {
-    for stdout in [r#"[{"goto":"b"}]"#, r#""b""#, "42", "true", "null", r#"[]"#] {
-        assert_resets_after(stdout);
+fn output_that_is_not_a_transition_resets_the_loop() {
+    // §2.3: only a JSON object's boolean `stop: true` and string `goto`
+    // are transitions; anything else is a raw result, and the next
+    // iteration is a reset to the starting target (never the decoy ralph:b
+    // a `goto "b"` wrongly followed would reach). Three iterations.
+    let cases: &[(&str, &[&str])] = &[
+        ("empty stdout", &[""]),
+        (
+            "stdout that is not JSON",
+            &[
+                "goto: b",
+                "b",
+                "b\n",
+                r#"{"goto":"b""#,
+                r#"{goto:"b"}"#,
+                r#"{"goto":"b"} trailing"#,
+                r#"{"goto":"b",}"#,
+            ],
+        ),
+        (
+            "a JSON object without the known fields (case matters)",
+            &[
+                "{}",
+                r#"{"Goto":"b"}"#,
+                r#"{"next":"b","GOTO":"b"}"#,
+                r#"{"data":{"goto":"b"}}"#,
+            ],
+        ),
+        (
+            "JSON arrays and primitives",
+            &[r#"[{"goto":"b"}]"#, r#""b""#, "42", "true", "null", r#"[]"#],
+        ),
+        (
+            "a goto that is not a string is absent",
+            &[
+                r#"{"goto":5}"#,
+                r#"{"goto":null}"#,
+                r#"{"goto":true}"#,
+                r#"{"goto":["b"]}"#,
+                r#"{"goto":{"b":"b"}}"#,
+                r#"{"result":"r","goto":7}"#,
+            ],
+        ),
+        (
+            "a stop other than boolean true is ignored",
+            &[
+                r#"{"stop":"true"}"#,
+                r#"{"stop":"false"}"#,
+                r#"{"stop":1}"#,
+                r#"{"stop":null}"#,
+                r#"{"stop":[true]}"#,
+                r#"{"stop":false}"#,
+            ],
+        ),
+    ];
+    for &(clause, outputs) in cases {
+        for stdout in outputs {
+            let p = output_project(stdout);
+            let out = p.loopx(&["run", "-n", "3", "ralph"]).stdout("").run();
+            assert_eq!(
+                log(&p),
+                ["index<>", "a<>", "index<>"],
+                "§2.3, {clause}: a printed {stdout:?}\n{out}"
+            );
+        }
     }
 }
 
@@ -622,34 +649,6 @@ fn non_string_result_is_coerced_with_string_and_piped() {
         );
         p.loopx(&["run", "ralph"]).stdout("").run();
         assert_eq!(p.read("stdin"), expected, "result {json}");
-    }
-}
-
-#[test]
-fn non_string_goto_is_treated_as_absent() {
-    for stdout in [
-        r#"{"goto":5}"#,
-        r#"{"goto":null}"#,
-        r#"{"goto":true}"#,
-        r#"{"goto":["b"]}"#,
-        r#"{"goto":{"b":"b"}}"#,
-        r#"{"result":"r","goto":7}"#,
-    ] {
-        assert_resets_after(stdout);
-    }
-}
-
-#[test]
-fn stop_other_than_boolean_true_is_ignored() {
-    for stdout in [
-        r#"{"stop":"true"}"#,
-        r#"{"stop":"false"}"#,
-        r#"{"stop":1}"#,
-        r#"{"stop":null}"#,
-        r#"{"stop":[true]}"#,
-        r#"{"stop":false}"#,
-    ] {
-        assert_resets_after(stdout);
     }
 }
 

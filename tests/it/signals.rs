@@ -120,7 +120,7 @@ fn every_terminating_signal_ends_the_group_and_exits_128_plus_n() {
             .stdout("")
             // The script's bash reports a child killed by some of these
             // ("Quit", "User defined signal 1"); loopx itself says nothing.
-            .stderr_any()
+            .stderr_any("bash reports a child killed by some signals (Quit, ...)")
             .stderr_lacks("loopx")
             .start();
         let pgid = read_pid(&p, "script.pid");

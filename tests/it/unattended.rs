@@ -351,7 +351,9 @@ fn new_options_follow_the_grammar_of_n() {
             .usage_error("needs a value", "loopx run --help")
             .run();
         // Ignored under -h (§4.2).
-        p.loopx(&["run", flag, bad, "-h"]).run();
+        p.loopx(&["run", flag, bad, "-h"])
+            .stdout_contains("Usage: loopx run ")
+            .run();
     }
     p.loopx(&["run", "--timeout", "0", "w"])
         .usage_error("longer than zero", "loopx run --help")

@@ -29,8 +29,7 @@ fn starting_workflow_mismatch_warns_once_before_the_first_iteration_and_continue
         .file(".loopx/ralph/package.json", &requires(">=999.0.0"));
     let o = p
         .loopx(&["run", "-n", "3", "ralph"])
-        // Checked line by line below.
-        .stderr_any()
+        .stderr_any("checked line by line below")
         .run();
     let warning = mismatch_warning("ralph", ">=999.0.0");
     assert_eq!(o.stderr.matches(&warning).count(), 1, "{}", o.stderr);
@@ -135,8 +134,7 @@ fn broken_package_json_warns_once_and_never_blocks() {
         .dir(".loopx/c/package.json");
     let o = p
         .loopx(&["run", "-n", "6", "a"])
-        // Checked line by line below.
-        .stderr_any()
+        .stderr_any("checked line by line below")
         .run();
     for warning in [
         "loopx: warning: workflow 'a': package.json is not valid JSON; skipping its loopx version check",
@@ -156,8 +154,7 @@ fn a_bare_goto_within_the_workflow_does_not_recheck() {
         .file(".loopx/ralph/package.json", &requires(">=999"));
     let o = p
         .loopx(&["run", "-n", "4", "ralph"])
-        // Checked line by line below.
-        .stderr_any()
+        .stderr_any("checked line by line below")
         .run();
     assert_eq!(o.stderr.matches("warning").count(), 1, "{}", o.stderr);
 }
@@ -178,8 +175,7 @@ fn an_invalid_specifier_warning_reads_differently_from_a_version_mismatch() {
         .file(".loopx/b/package.json", &requires(">=999"));
     let o = p
         .loopx(&["run", "a"])
-        // Checked line by line below.
-        .stderr_any()
+        .stderr_any("checked line by line below")
         .run();
     let lines: Vec<&str> = o.stderr.lines().filter(|l| l.contains("warning")).collect();
     assert_eq!(lines.len(), 2, "{}", o.stderr);

@@ -239,8 +239,8 @@ pub fn default_signals(cmd: &mut Command) {
 }
 
 /// What a run is expected to end with. Strict by default (just's `Test` is
-/// the model): exit 0 and an empty stderr, unless the test declares
-/// otherwise. Stdout is checked only where the test says what it holds.
+/// the model): exit 0, an empty stdout and an empty stderr, unless the test
+/// declares otherwise.
 struct Expect {
     status: Status,
     stdout: Vec<Text>,
@@ -259,8 +259,9 @@ enum Text {
     Lacks(String),
     /// Exactly this many lines.
     Lines(usize),
-    /// Not checked: the test reads it itself, or it is another tool's.
-    Any,
+    /// Not checked, for the reason given: the test reads it itself, or it
+    /// is another tool's.
+    Any(String),
 }
 
 impl Text {
@@ -291,13 +292,8 @@ impl Text {
 
 /// The first way `actual` fails `checks`; with no positive check, the
 /// stream must be empty.
-fn text_failure(
-    stream: &str,
-    checks: &[Text],
-    actual: &str,
-    empty_by_default: bool,
-) -> Option<String> {
-    if empty_by_default && !checks.iter().any(Text::is_positive) && !actual.is_empty() {
+fn text_failure(stream: &str, checks: &[Text], actual: &str) -> Option<String> {
+    if !checks.iter().any(Text::is_positive) && !actual.is_empty() {
         return Some(format!(
             "{stream} should be empty (declare what it holds if that is expected)"
         ));
@@ -307,6 +303,7 @@ fn text_failure(
 
 /// A configured invocation with its expectations; `run()` (or `start()` and
 /// `Running::finish()`) executes it and checks them.
+#[must_use = "a Run does nothing until .run() or .start()"]
 pub struct Run {
     pub cmd: Command,
     stdin: Option<Vec<u8>>,
@@ -380,8 +377,24 @@ impl Run {
         self
     }
 
+    /// Expects stdout to contain `needle` (repeatable).
     pub fn stdout_contains(mut self, needle: &str) -> Run {
         self.expect.stdout.push(Text::Contains(needle.to_string()));
+        self
+    }
+
+    /// Expects stdout not to contain `needle`; alone, stdout must still be
+    /// empty.
+    pub fn stdout_lacks(mut self, needle: &str) -> Run {
+        self.expect.stdout.push(Text::Lacks(needle.to_string()));
+        self
+    }
+
+    /// Leaves stdout unchecked, for the reason `why`: another tool's
+    /// chatter (npm, cargo, git), or the test reads `Outcome::stdout`
+    /// itself right after.
+    pub fn stdout_any(mut self, why: &str) -> Run {
+        self.expect.stdout.push(Text::Any(reason(why)));
         self
     }
 
@@ -391,20 +404,24 @@ impl Run {
         self
     }
 
+    /// Expects stderr to contain `needle` (repeatable).
     pub fn stderr_contains(mut self, needle: &str) -> Run {
         self.expect.stderr.push(Text::Contains(needle.to_string()));
         self
     }
 
+    /// Expects stderr not to contain `needle`; alone, stderr must still be
+    /// empty.
     pub fn stderr_lacks(mut self, needle: &str) -> Run {
         self.expect.stderr.push(Text::Lacks(needle.to_string()));
         self
     }
 
-    /// Leaves stderr unchecked: for another tool's chatter (cargo, npm) or
-    /// where the test inspects it itself.
-    pub fn stderr_any(mut self) -> Run {
-        self.expect.stderr.push(Text::Any);
+    /// Leaves stderr unchecked, for the reason `why`: another tool's
+    /// chatter (npm, cargo, git), or the test reads `Outcome::stderr`
+    /// itself right after.
+    pub fn stderr_any(mut self, why: &str) -> Run {
+        self.expect.stderr.push(Text::Any(reason(why)));
         self
     }
 
@@ -485,6 +502,7 @@ impl Run {
 }
 
 /// A command started by `Run::start`.
+#[must_use = "finish() waits for the command and checks its expectations"]
 pub struct Running {
     pub child: Child,
     desc: Described,
@@ -594,6 +612,15 @@ fn collect(mut child: Child, timeout: Duration, desc: Described) -> Outcome {
     }
 }
 
+/// A waiver's reason: required, so a waiver says why.
+fn reason(why: &str) -> String {
+    assert!(
+        !why.trim().is_empty(),
+        "a waiver (stdout_any, stderr_any) needs a reason"
+    );
+    why.to_string()
+}
+
 /// How a run ended. Its `Display` is the context every failure shows.
 #[derive(Debug)]
 pub struct Outcome {
@@ -620,11 +647,19 @@ impl Outcome {
         let failure = if self.status() != Some(e.status) {
             Some(format!("status should be {:?}", e.status))
         } else {
-            text_failure("stdout", &e.stdout, &self.stdout, false)
-                .or_else(|| text_failure("stderr", &e.stderr, &self.stderr, true))
+            text_failure("stdout", &e.stdout, &self.stdout)
+                .or_else(|| text_failure("stderr", &e.stderr, &self.stderr))
         };
         if let Some(f) = failure {
-            panic!("{f}\n{self}");
+            let mut waived = String::new();
+            for (stream, checks) in [("stdout", &e.stdout), ("stderr", &e.stderr)] {
+                for c in checks.iter() {
+                    if let Text::Any(why) = c {
+                        waived.push_str(&format!("({stream} not checked: {why})\n"));
+                    }
+                }
+            }
+            panic!("{f}\n{waived}{self}");
         }
     }
 }
@@ -689,6 +724,17 @@ pub fn bun() -> PathBuf {
         .expect("bun not found on PATH nor in the cache dir: scripts/test.sh installs it")
 }
 
+/// ShellCheck: on PATH (scripts/test.sh puts it there), else where
+/// scripts/test.sh installs it.
+pub fn shellcheck() -> PathBuf {
+    which("shellcheck")
+        .or_else(|| {
+            let p = ci_cache().join("python/bin/shellcheck");
+            p.is_file().then_some(p)
+        })
+        .expect("shellcheck not found on PATH nor in the cache dir: scripts/test.sh installs it")
+}
+
 /// Whether the tests run as root (some need mounts, chroot or tmpfs).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -730,6 +776,30 @@ mod strictness {
     #[should_panic(expected = "stderr should be empty")]
     fn undeclared_stderr_fails_the_run() {
         sh("echo surprise >&2").run();
+    }
+
+    #[test]
+    #[should_panic(expected = "stdout should be empty")]
+    fn undeclared_stdout_fails_the_run() {
+        sh("echo surprise").run();
+    }
+
+    #[test]
+    #[should_panic(expected = "stdout should be empty")]
+    fn stdout_lacks_alone_still_expects_an_empty_stdout() {
+        sh("echo other").stdout_lacks("warning").run();
+    }
+
+    #[test]
+    #[should_panic(expected = "a waiver (stdout_any, stderr_any) needs a reason")]
+    fn a_waiver_needs_a_reason() {
+        let _ = sh("true").stdout_any(" ");
+    }
+
+    #[test]
+    #[should_panic(expected = "(stdout not checked: parsed below)")]
+    fn a_failure_names_the_waivers_and_why() {
+        sh("echo out; exit 2").stdout_any("parsed below").run();
     }
 
     #[test]

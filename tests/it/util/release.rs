@@ -38,10 +38,10 @@ pub fn host_release() -> &'static Tree {
             .args(["--target", TARGET, "--out"])
             .arg(&out)
             .env("npm_config_cache", dir.join("npm-cache"));
-        // cargo and npm report their progress on stderr.
         let o = Run::command(cmd)
             .timeout(Duration::from_secs(900))
-            .stderr_any()
+            .stdout_contains(" release tree in ")
+            .stderr_any("cargo and npm report their progress on stderr")
             .run();
         Tree {
             out,
