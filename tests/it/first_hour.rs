@@ -50,7 +50,9 @@ fn a_plain_text_loop_is_reported_once_on_stderr_in_the_log_and_in_status() {
     let status = |args: &[&str]| {
         let mut all = vec!["status"];
         all.extend_from_slice(args);
-        p.loopx(&all).env("XDG_RUNTIME_DIR", &rt).stderr("")
+        p.loopx(&all)
+            .env("XDG_RUNTIME_DIR", &rt)
+            .stdout_any("the runs, read below")
     };
     wait_until("loopx status shows the note", || {
         status(&[]).run().stdout.contains(RESTARTING)
@@ -229,7 +231,10 @@ fn forget_drops_a_kept_run_or_every_one() {
         .stdout("")
         .stderr_contains(&format!("no resumable run '{}'", ids[0]))
         .run();
-    let out = p.loopx(&["forget", "--all"]).stderr("").run();
+    let out = p
+        .loopx(&["forget", "--all"])
+        .stdout_any("one line per run, in any order: checked below")
+        .run();
     let mut forgot: Vec<&str> = out.stdout.lines().collect();
     forgot.sort_unstable();
     assert_eq!(
@@ -245,7 +250,10 @@ fn forget_drops_a_kept_run_or_every_one() {
         .stderr("")
         .run();
     p.loopx(&["forget"])
-        .usage_error("needs a run id (see loopx status), or --all", "loopx forget --help")
+        .usage_error(
+            "needs a run id (see loopx status), or --all",
+            "loopx forget --help",
+        )
         .run();
     p.loopx(&["forget", "--all", &ids[0]])
         .usage_error("a run id or --all, not both", "loopx forget --help")
@@ -280,7 +288,10 @@ fn init_writes_a_runnable_workflow_and_never_overwrites_it() {
         .stderr("")
         .run();
     let script = p.path(".loopx/main/index.sh");
-    let mode = fs::metadata(&script).expect("index.sh").permissions().mode();
+    let mode = fs::metadata(&script)
+        .expect("index.sh")
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o111, 0o111, "executable");
     p.loopx(&["run", "main"])
         .stdout("")
@@ -315,8 +326,7 @@ fn init_writes_a_runnable_workflow_and_never_overwrites_it() {
 /// it; in a project that has one of that name already, nothing.
 #[test]
 fn init_a_ready_made_workflow_installs_it_from_the_release_with_its_template() {
-    let server =
-        http::Server::serve_dir(&release::host_release().out).expect("serve the release");
+    let server = http::Server::serve_dir(&release::host_release().out).expect("serve the release");
     let p = Project::bare();
     let init = |args: &[&str]| p.loopx(args).env("LOOPX_DOWNLOAD_URL", server.url());
     for (workflow, file, run) in [
@@ -336,7 +346,10 @@ fn init_a_ready_made_workflow_installs_it_from_the_release_with_its_template() {
             .stderr("")
             .run();
         assert!(p.exists(&format!(".loopx/{workflow}/index.sh")), "{out}");
-        assert!(p.exists(&format!(".loopx/{workflow}/AUTHORING.md")), "{out}");
+        assert!(
+            p.exists(&format!(".loopx/{workflow}/AUTHORING.md")),
+            "{out}"
+        );
         let template = p.read(file);
         assert!(
             template.starts_with("<!--") || template.starts_with('#'),
