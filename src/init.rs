@@ -169,7 +169,10 @@ mod tests {
         let dist = Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/workflows");
         for w in READY_MADE {
             let init = dist.join(w).join("init");
-            assert!(fs::read_dir(&init).is_ok_and(|mut d| d.next().is_some()), "{w}");
+            assert!(
+                fs::read_dir(&init).is_ok_and(|mut d| d.next().is_some()),
+                "{w}"
+            );
         }
         assert!(crate::names::is_valid_name(DEFAULT_NAME));
     }

@@ -664,3 +664,48 @@ fn pnpm_add_g_with_scripts_blocked_fetches_the_binary_on_first_run() {
     version_quietly(pnpm_cmd(&loopx).arg("version")).run();
     assert_eq!(server.paths(), [archive_path()], "the second run fetched");
 }
+
+/// The code blocks of docs/js.md's API section, as a user copies them: the
+/// shell steps (with the release's package for `npm install loopx`) and
+/// `loop.mjs`, in a fresh `npm init -y` project (CommonJS by default, so
+/// top-level await needs the `.mjs` the example uses).
+#[test]
+fn the_api_example_of_docs_js_runs_as_copied_into_an_npm_init_project() {
+    let doc = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/js.md"))
+        .expect("docs/js.md");
+    let api = &doc[doc.find("## The programmatic API").expect("the API section")..];
+    let block = |fence: &str| -> String {
+        let start = api.find(fence).unwrap_or_else(|| panic!("no {fence} block")) + fence.len();
+        let end = start + api[start..].find("\n```").expect("the block's end");
+        api[start..end].trim_start_matches('\n').to_string()
+    };
+    let steps = block("```sh");
+    let script = block("```js");
+    assert!(steps.contains("npm install loopx\n"), "{steps}");
+    assert!(steps.ends_with("node loop.mjs"), "{steps}");
+
+    let server = Server::serve_dir(&tree().out).expect("start server");
+    let user = User::new("npm-api-example", &server.url());
+    let app = user.path("app");
+    fs::create_dir_all(&app).expect("create the app dir");
+    fs::write(app.join("loop.mjs"), &script).expect("write loop.mjs");
+    let steps = steps.replace(
+        "npm install loopx\n",
+        &format!("npm install --prefer-offline {}\n", tree().tgz().display()),
+    );
+    let mut sh = user.command("bash");
+    sh.cmd
+        .args(["-euo", "pipefail", "-c", &steps])
+        .current_dir(&app);
+    let out = sh
+        .timeout(INSTALL_TIMEOUT)
+        // npm's own chatter on both streams; loopx's script logs on stderr.
+        .stdout_any("npm init prints package.json; the loop's lines are checked below")
+        .stderr_any("npm's progress and the script's log line")
+        .run();
+    assert!(
+        out.stdout.ends_with("done\nrunPromise: 1 output(s)\n"),
+        "{out}"
+    );
+    assert!(app.join(".loopx/main/index.sh").is_file(), "{out}");
+}
