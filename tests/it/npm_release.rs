@@ -673,9 +673,14 @@ fn pnpm_add_g_with_scripts_blocked_fetches_the_binary_on_first_run() {
 fn the_api_example_of_docs_js_runs_as_copied_into_an_npm_init_project() {
     let doc = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/js.md"))
         .expect("docs/js.md");
-    let api = &doc[doc.find("## The programmatic API").expect("the API section")..];
+    let api = &doc[doc
+        .find("## The programmatic API")
+        .expect("the API section")..];
     let block = |fence: &str| -> String {
-        let start = api.find(fence).unwrap_or_else(|| panic!("no {fence} block")) + fence.len();
+        let start = api
+            .find(fence)
+            .unwrap_or_else(|| panic!("no {fence} block"))
+            + fence.len();
         let end = start + api[start..].find("\n```").expect("the block's end");
         api[start..end].trim_start_matches('\n').to_string()
     };
