@@ -23,11 +23,11 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::json::{self, Object, Value};
+use crate::proc::sys;
 
 /// The record's format version.
 const VERSION: u64 = 1;
@@ -58,8 +58,7 @@ fn ensure_private(dir: &Path) -> io::Result<()> {
         .mode(0o700)
         .create(dir)?;
     let meta = fs::symlink_metadata(dir)?;
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
+    let uid = sys::uid();
     if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
@@ -285,15 +284,6 @@ fn unframe(bytes: &[u8]) -> Option<&str> {
     std::str::from_utf8(body).ok()
 }
 
-fn lock(file: &File) -> io::Result<()> {
-    // SAFETY: flock on a descriptor this File owns.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 fn open_rw(path: &Path, create: bool) -> io::Result<File> {
     OpenOptions::new()
         .read(true)
@@ -326,7 +316,7 @@ impl Checkpoint {
     pub fn create(dir: &Path, id: &str) -> io::Result<Checkpoint> {
         ensure_private(dir)?;
         let file = open_rw(&Checkpoint::path(dir, id), true)?;
-        lock(&file)?;
+        sys::try_lock(&file)?;
         Ok(Checkpoint {
             dir: dir.to_path_buf(),
             id: id.to_string(),
@@ -339,7 +329,7 @@ impl Checkpoint {
     /// `WouldBlock` while its run lives.
     pub fn take_over(dir: &Path, id: &str) -> io::Result<(Checkpoint, Record)> {
         let file = open_rw(&Checkpoint::path(dir, id), false)?;
-        lock(&file)?;
+        sys::try_lock(&file)?;
         let record = read_record(&file).ok_or_else(damaged)?;
         let written = file.metadata()?.len();
         let ckpt = Checkpoint {
@@ -535,7 +525,7 @@ pub fn list(dir: &Path) -> Vec<Found> {
                 .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(e.path())
                 .ok()?;
-            let live = lock(&file).is_err();
+            let live = sys::try_lock(&file).is_err();
             let modified_ms = file
                 .metadata()
                 .ok()?
@@ -577,7 +567,7 @@ pub fn forget(dir: &Path, id: &str) -> io::Result<()> {
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(Checkpoint::path(dir, id))?;
-    lock(&file)?;
+    sys::try_lock(&file)?;
     for suffix in [".input.0", ".input.1", ".ckpt"] {
         match fs::remove_file(dir.join(format!("{id}{suffix}"))) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),

@@ -632,8 +632,7 @@ pub fn resume(
 }
 
 fn stderr_is_terminal() -> bool {
-    // SAFETY: a query on a descriptor number; no memory is involved.
-    unsafe { libc::isatty(libc::STDERR_FILENO) == 1 }
+    std::io::IsTerminal::is_terminal(&std::io::stderr())
 }
 
 fn project_root() -> Result<PathBuf, Error> {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use crate::envfile;
 use crate::error::Error;
 use crate::proc::bounded_read::{self, Accept, Failure, Interrupt};
+use crate::proc::sys;
 use crate::text::shown;
 
 /// `$XDG_CONFIG_HOME/loopx/env`, defaulting to `~/.config/loopx/env` (§8.1).
@@ -36,40 +37,7 @@ pub fn global_env_path() -> Result<PathBuf, Error> {
 pub fn home_dir() -> Option<PathBuf> {
     match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
         Some(home) => Some(PathBuf::from(home)),
-        None => passwd_home(),
-    }
-}
-
-fn passwd_home() -> Option<PathBuf> {
-    use std::ffi::{CStr, OsStr};
-    use std::os::unix::ffi::OsStrExt;
-
-    let mut buf: Vec<libc::c_char> = vec![0; 1024];
-    loop {
-        // SAFETY: all-zero is a valid `passwd` (null pointers, zero ids);
-        // getpwuid_r fills it with pointers into `buf`, which outlives them.
-        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-        let mut found: *mut libc::passwd = std::ptr::null_mut();
-        // SAFETY: every pointer is valid for the length given.
-        let rc = unsafe {
-            libc::getpwuid_r(
-                libc::getuid(),
-                &mut pwd,
-                buf.as_mut_ptr(),
-                buf.len(),
-                &mut found,
-            )
-        };
-        if rc == libc::ERANGE && buf.len() < (1 << 20) {
-            buf.resize(buf.len() * 2, 0);
-            continue;
-        }
-        if rc != 0 || found.is_null() || pwd.pw_dir.is_null() {
-            return None;
-        }
-        // SAFETY: on success pw_dir is a NUL-terminated string inside `buf`.
-        let dir = unsafe { CStr::from_ptr(pwd.pw_dir) }.to_bytes();
-        return (!dir.is_empty()).then(|| PathBuf::from(OsStr::from_bytes(dir)));
+        None => sys::passwd_home(),
     }
 }
 
@@ -87,6 +55,7 @@ fn read_bytes(
         Err(Failure::Interrupted(signal)) => Err(Error::Interrupted { signal }),
         Err(Failure::TooLarge) => Err(Error::EnvFileTooLarge {
             path: path.to_path_buf(),
+            limit: bounded_read::LIMIT_TEXT,
         }),
         Err(Failure::Io(err)) => Err(Error::EnvFileUnreadable {
             path: path.to_path_buf(),
@@ -192,7 +161,6 @@ struct EnvLock {
 
 impl EnvLock {
     fn acquire(file: &Path) -> Result<EnvLock, Error> {
-        use std::os::fd::AsRawFd;
         use std::os::unix::fs::OpenOptionsExt;
 
         let lock_path = lock_path(file);
@@ -215,11 +183,10 @@ impl EnvLock {
         let deadline = Instant::now() + LOCK_TIMEOUT;
         let mut pause = Duration::from_millis(1);
         loop {
-            // SAFETY: flock on a descriptor this function owns.
-            if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-                return Ok(EnvLock { _file: lock });
-            }
-            let err = io::Error::last_os_error();
+            let err = match sys::try_lock(&lock) {
+                Ok(()) => return Ok(EnvLock { _file: lock }),
+                Err(err) => err,
+            };
             match err.raw_os_error() {
                 Some(libc::EWOULDBLOCK) | Some(libc::EINTR) => {}
                 _ => {

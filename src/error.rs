@@ -6,9 +6,8 @@ use std::fmt;
 use std::io::{self, Write};
 use std::path::PathBuf;
 
-use crate::install::archive::ExtractError;
 use crate::target::Invalid;
-use crate::text::shown;
+use crate::text::{format_size, shown};
 
 #[derive(Debug)]
 pub enum Error {
@@ -77,6 +76,8 @@ pub enum Error {
     /// An env file over bounded_read's limit (a device, a runaway pipe).
     EnvFileTooLarge {
         path: PathBuf,
+        /// That limit as it reads in a message (bounded_read's `LIMIT_TEXT`).
+        limit: &'static str,
     },
     /// `loopx env set` with a name or value the env file cannot hold (§4.3).
     InvalidEnvName {
@@ -210,12 +211,14 @@ pub enum Error {
         status: Option<u16>,
         detail: String,
     },
-    /// A download or clone received less than `MIN_SPEED` bytes a second
+    /// A download or clone received less than `min_speed` bytes a second
     /// for `secs` seconds (or could not even connect in that time) and was
     /// abandoned. `what` is "download of <url>" or "git clone of <url>".
     InstallStalled {
         what: String,
         secs: u64,
+        /// The speed that counted as stalled (install/limits.rs `MIN_SPEED`).
+        min_speed: u64,
     },
     /// `LOOPX_INSTALL_STALL_TIMEOUT` is not a positive whole number.
     BadStallTimeout {
@@ -648,11 +651,10 @@ impl fmt::Display for Error {
                     shown(&path.to_string_lossy())
                 )
             }
-            Error::EnvFileTooLarge { path } => write!(
+            Error::EnvFileTooLarge { path, limit } => write!(
                 f,
-                "cannot read env file {}: it is larger than {}, the limit for an env file",
+                "cannot read env file {}: it is larger than {limit}, the limit for an env file",
                 shown(&path.to_string_lossy()),
-                crate::proc::bounded_read::LIMIT_TEXT
             ),
             Error::InvalidEnvName { name } => write!(
                 f,
@@ -806,19 +808,22 @@ impl fmt::Display for Error {
             Error::Download { url, detail, .. } => {
                 write!(f, "download of {url} failed: {detail}")
             }
-            Error::InstallStalled { what, secs } => write!(
+            Error::InstallStalled {
+                what,
+                secs,
+                min_speed,
+            } => write!(
                 f,
-                "{what} stalled: less than {} bytes/s arrived for {secs}s \
+                "{what} stalled: less than {min_speed} bytes/s arrived for {secs}s \
                  (LOOPX_INSTALL_STALL_TIMEOUT), so loopx gave up; nothing was installed\n\
-                 hint: LOOPX_INSTALL_STALL_TIMEOUT=<seconds> waits longer",
-                crate::install::limits::MIN_SPEED
+                 hint: LOOPX_INSTALL_STALL_TIMEOUT=<seconds> waits longer"
             ),
             Error::InstallTooLarge { what, limit } => write!(
                 f,
                 "{what} is larger than the install size limit of {} (LOOPX_INSTALL_MAX_SIZE), \
                  so loopx gave up; nothing was installed\n\
                  hint: LOOPX_INSTALL_MAX_SIZE=<bytes, or with a K, M or G suffix> raises it",
-                crate::install::limits::format_size(*limit)
+                format_size(*limit)
             ),
             Error::BadMaxSize { value } => write!(
                 f,
@@ -888,6 +893,41 @@ impl fmt::Display for Error {
         }
     }
 }
+
+/// Why an archive (install/archive.rs) could not be extracted, or a local
+/// directory copied. Here, beside `Error`, so its wording sits with the
+/// rest of loopx's messages and this module imports nothing above it.
+#[derive(Debug)]
+pub enum ExtractError {
+    /// The file does not start with the gzip magic bytes.
+    NotGzip,
+    /// The gzip stream or the tar data inside it is damaged.
+    Corrupt(String),
+    /// An entry would write outside the destination, or through a symlink.
+    Unsafe { entry: String, reason: String },
+    /// Reading the archive file or writing the destination failed.
+    Io { path: PathBuf, error: io::Error },
+    /// The files' contents add up to more than this many bytes.
+    TooLarge { limit: u64 },
+}
+
+impl fmt::Display for ExtractError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExtractError::NotGzip => write!(f, "not a gzip archive"),
+            ExtractError::Corrupt(detail) => write!(f, "corrupt archive: {detail}"),
+            ExtractError::Unsafe { entry, reason } => {
+                write!(f, "refusing archive entry {entry:?}: {reason}")
+            }
+            ExtractError::Io { path, error } => write!(f, "{}: {error}", path.display()),
+            ExtractError::TooLarge { limit } => {
+                write!(f, "its files add up to more than {limit} bytes")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ExtractError {}
 
 pub fn signal_name(signal: i32) -> &'static str {
     match signal {

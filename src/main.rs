@@ -22,6 +22,7 @@ mod messages;
 mod names;
 mod output;
 mod package_json;
+mod path_search;
 mod proc;
 mod report;
 mod resolve;

@@ -24,7 +24,7 @@
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::SystemTime;
@@ -33,6 +33,7 @@ use crate::clock;
 use crate::error::Error;
 use crate::json::Object;
 use crate::messages;
+use crate::proc::sys;
 use crate::text::shown;
 
 /// The log's format version, in every line.
@@ -114,35 +115,32 @@ fn refused(path: &Path, why: &str) -> Error {
 /// The effective uid: the one files are created with and access is
 /// checked against.
 fn me() -> u32 {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
+    sys::euid()
 }
 
 /// Holds an exclusive flock on the log until dropped. Every loopx appending
 /// to the log takes it, so the end of the file is stable while a line is
 /// checked, written and possibly truncated back.
-struct Locked(RawFd);
+struct Locked<'a>(BorrowedFd<'a>);
 
-impl Locked {
+impl Locked<'_> {
     /// None when the file system has no flock (the append then goes on
     /// unlocked: O_APPEND still keeps whole writes whole).
-    fn take(fd: RawFd) -> Option<Locked> {
+    fn take(fd: BorrowedFd<'_>) -> Option<Locked<'_>> {
         loop {
-            // SAFETY: flock on a descriptor this run owns.
-            if unsafe { libc::flock(fd, libc::LOCK_EX) } == 0 {
-                return Some(Locked(fd));
-            }
-            if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-                return None;
+            match sys::lock(fd) {
+                Ok(()) => return Some(Locked(fd)),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
             }
         }
     }
 }
 
-impl Drop for Locked {
+impl Drop for Locked<'_> {
     fn drop(&mut self) {
-        // SAFETY: as in take.
-        unsafe { libc::flock(self.0, libc::LOCK_UN) };
+        // Nothing to do if it fails: closing the file releases it anyway.
+        let _ = sys::unlock(self.0);
     }
 }
 
@@ -166,7 +164,7 @@ fn write_all(file: &File, buf: &[u8]) -> io::Result<()> {
 /// the file only ever holds whole lines plus, at worst, one torn tail.
 /// Returns where the line now ends.
 fn append(file: &File, known_end: Option<u64>, line: &[u8]) -> io::Result<u64> {
-    let _lock = Locked::take(file.as_raw_fd());
+    let _lock = Locked::take(file.as_fd());
     let start = file.metadata()?.len();
     // Where this run's own last line ended, the byte before is its newline:
     // no read needed (the common case of a log with one writer).
@@ -311,17 +309,15 @@ fn open_stdout(stdout_taken: bool) -> Result<File, Error> {
             HELP,
         ));
     }
-    // SAFETY: F_DUPFD_CLOEXEC makes a new descriptor; fd 1 stays as it is.
-    let fd = unsafe { libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3) };
-    if fd < 0 {
-        let err = io::Error::last_os_error();
-        return Err(Error::usage(
+    // try_clone_to_owned is fcntl(F_DUPFD_CLOEXEC) with 3 as the lowest
+    // number: a new descriptor that is not 0-2; fd 1 stays as it is.
+    match io::stdout().as_fd().try_clone_to_owned() {
+        Ok(fd) => Ok(File::from(fd)),
+        Err(err) => Err(Error::usage(
             format!("cannot write the run log to stdout ('-'): {err}"),
             HELP,
-        ));
+        )),
     }
-    // SAFETY: fd was just made and is owned by nothing else.
-    Ok(unsafe { File::from_raw_fd(fd) })
 }
 
 #[cfg(test)]

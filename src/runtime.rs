@@ -38,6 +38,7 @@ use crate::discovery::{Kind, Script, Workflow};
 use crate::error::Error;
 use crate::js_assets;
 use crate::json::{self, Value};
+use crate::path_search::{is_executable, which};
 
 /// A program, its arguments and the variables it needs beyond the loop's.
 pub struct Program {
@@ -202,20 +203,6 @@ fn register_with_tsx(register: &OsStr, tsx_loader: &OsStr) -> OsString {
     arg.push("?tsx=");
     arg.push(tsx_loader.to_string_lossy().replace('%', "%25"));
     arg
-}
-
-/// The first executable `name` on `path`.
-pub fn which(name: &str, path: Option<&OsStr>) -> Option<PathBuf> {
-    std::env::split_paths(path?)
-        .filter(|dir| !dir.as_os_str().is_empty())
-        .map(|dir| dir.join(name))
-        .find(|p| is_executable(p))
-}
-
-/// A regular file (after symlinks) with an execute bit.
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// The bash that runs `.sh` scripts: `/bin/bash` as §6.2 says, else the

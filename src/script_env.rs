@@ -111,19 +111,26 @@ impl ScriptEnv {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::ffi::CStr;
 
     fn os(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
         pairs.iter().map(|(n, v)| (n.into(), v.into())).collect()
     }
 
-    fn strings(envp: &[*const c_char]) -> Vec<String> {
+    /// The entries `envp` points at, read back from the strings it points
+    /// into (matched by address, so the test needs no pointer reads).
+    fn strings(env: &mut ScriptEnv, extra: &[(&OsStr, &OsStr)]) -> Vec<String> {
+        let envp = env.envp(extra).to_vec();
         let (last, entries) = envp.split_last().expect("terminated");
         assert!(last.is_null());
         entries
             .iter()
-            // SAFETY: every pointer comes from a live CString of ScriptEnv.
-            .map(|&p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+            .map(|&p| {
+                let owned = env.base.iter().chain(&env.extra).find(|c| c.as_ptr() == p);
+                owned
+                    .expect("points into ScriptEnv")
+                    .to_string_lossy()
+                    .into_owned()
+            })
             .collect()
     }
 
@@ -138,7 +145,7 @@ mod tests {
         let own = os(&[("LOOPX_BIN", "/usr/bin/loopx")]);
         let mut env = ScriptEnv::new(inherited.into_iter(), &[&files, &own]);
         assert_eq!(
-            strings(env.envp(&[])),
+            strings(&mut env, &[]),
             ["PATH=/bin", "KEY=file", "LOOPX_BIN=/usr/bin/loopx", "NEW=x"]
         );
     }
@@ -157,7 +164,7 @@ mod tests {
         let own = os(&[("A", "own"), ("E", "own")]);
         let mut env = ScriptEnv::new(inherited.into_iter(), &[&files, &own]);
         assert_eq!(
-            strings(env.envp(&[])),
+            strings(&mut env, &[]),
             ["A=own", "B=files", "C=files", "D=last", "E=own"]
         );
     }
@@ -187,7 +194,7 @@ mod tests {
             })
             .collect();
         let mut env = ScriptEnv::new(std::iter::empty(), &[&vars]);
-        assert_eq!(strings(env.envp(&[])), model(&vars));
+        assert_eq!(strings(&mut env, &[]), model(&vars));
     }
 
     #[test]
@@ -197,12 +204,12 @@ mod tests {
         let w = OsStr::new("LOOPX_WORKFLOW");
         let t = OsStr::new("TSX_TSCONFIG_PATH");
         assert_eq!(
-            strings(env.envp(&[(w, OsStr::new("ralph")), (t, OsStr::new("/x"))])),
+            strings(&mut env, &[(w, OsStr::new("ralph")), (t, OsStr::new("/x"))]),
             ["LOOPX_WORKFLOW=ralph", "TSX_TSCONFIG_PATH=/x"]
         );
         // A runtime variable of one spawn is gone at the next.
         assert_eq!(
-            strings(env.envp(&[(w, OsStr::new("other"))])),
+            strings(&mut env, &[(w, OsStr::new("other"))]),
             ["TSX_TSCONFIG_PATH=mine", "LOOPX_WORKFLOW=other"]
         );
     }

@@ -75,7 +75,7 @@ fn from_argv0(argv0: &OsStr, cwd: Option<&Path>, path: Option<&OsStr>) -> Result
             }
         }
     } else {
-        let found = path.and_then(|p| crate::runtime::which(&shown, Some(p)));
+        let found = path.and_then(|p| crate::path_search::which(&shown, Some(p)));
         found.ok_or_else(|| {
             let on = path.map_or_else(|| OsString::from("(unset)"), OsStr::to_os_string);
             format!(

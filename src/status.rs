@@ -24,6 +24,7 @@ use crate::duration;
 use crate::error::Error;
 use crate::json::{self, Object, Value};
 use crate::messages;
+use crate::proc::sys;
 use crate::text::shown;
 
 /// What a run is doing, for its status file.
@@ -73,8 +74,7 @@ fn not_private(meta: &fs::Metadata, uid: u32) -> Option<String> {
 /// it cannot be made or is not safely ours (someone else's, a symlink, open
 /// to others).
 pub fn dir() -> Option<PathBuf> {
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
+    let uid = sys::uid();
     let dir = dir_path(uid);
     match fs::DirBuilder::new().mode(0o700).create(&dir) {
         Ok(()) => {}
@@ -89,8 +89,7 @@ pub fn dir() -> Option<PathBuf> {
 /// (no run has made it), an error naming it when it is there but not used
 /// (runs then keep no state, so an empty list would be a lie).
 fn dir_to_list() -> Result<Option<PathBuf>, Error> {
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
+    let uid = sys::uid();
     let dir = dir_path(uid);
     let why = match fs::symlink_metadata(&dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -203,12 +202,7 @@ const WRITE_EVERY: Duration = Duration::from_millis(100);
 /// closed.
 fn write_states(shared: Shared, fixed: Object, tmp: PathBuf, path: PathBuf) {
     // Signals are the loop's business (proc/signals.rs), not this thread's.
-    // SAFETY: a filled signal set, applied to this thread only.
-    unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-    }
+    sys::block_signals_in_this_thread();
     let (lock, ready) = &*shared;
     let mut next_write = Instant::now();
     loop {
@@ -357,10 +351,7 @@ fn alive(v: &Value) -> bool {
     if pid_t <= 0 {
         return false;
     }
-    // SAFETY: signal 0 only checks for existence.
-    let exists = unsafe { libc::kill(pid_t, 0) == 0 }
-        || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
-    if !exists {
+    if !sys::process_exists(pid_t) {
         return false;
     }
     match (v.get("start_time"), start_time(&pid.to_string())) {
@@ -387,10 +378,11 @@ fn live_runs(dir: &Path) -> Vec<Live> {
         };
         if name.ends_with(".tmp") {
             // A rename that never happened: only its writer may still use it.
-            let gone = pid.parse::<libc::pid_t>().map_or(true, |p| {
-                // SAFETY: signal 0 only checks for existence.
-                unsafe { libc::kill(p, 0) != 0 }
-            });
+            // Any failure counts as gone (unlike `alive`, EPERM too): a
+            // status file of this user's is only written by this user's runs.
+            let gone = pid
+                .parse::<libc::pid_t>()
+                .map_or(true, |p| sys::signal_zero(p).is_err());
             if gone {
                 let _ = fs::remove_file(&path);
             }

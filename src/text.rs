@@ -1,4 +1,5 @@
-//! User- or script-supplied text inside loopx's one-line messages.
+//! Pieces of loopx's one-line messages: user- or script-supplied text, and
+//! sizes as a user would write them.
 
 use std::borrow::Cow;
 
@@ -23,6 +24,22 @@ pub fn shown(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A size as people would write it for `LOOPX_INSTALL_MAX_SIZE`
+/// (install/limits.rs parses that): the largest suffix that divides it
+/// exactly, else bytes.
+pub fn format_size(bytes: u64) -> String {
+    for (shift, suffix) in [(30, "G"), (20, "M"), (10, "K")] {
+        if bytes > 0 && bytes % (1 << shift) == 0 {
+            return format!("{}{suffix}", bytes >> shift);
+        }
+    }
+    if bytes == 1 {
+        "1 byte".to_string()
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -35,5 +52,14 @@ mod tests {
             shown("\u{1b}[31mred\u{7f}\u{85}"),
             "\\u{1b}[31mred\\u{7f}\\u{85}"
         );
+    }
+
+    #[test]
+    fn sizes_are_shown_with_the_largest_exact_suffix() {
+        assert_eq!(format_size(512 << 20), "512M");
+        assert_eq!(format_size(1 << 30), "1G");
+        assert_eq!(format_size(1536 << 10), "1536K");
+        assert_eq!(format_size(100_000), "100000 bytes");
+        assert_eq!(format_size(1), "1 byte");
     }
 }

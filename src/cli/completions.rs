@@ -8,31 +8,11 @@
 
 use std::path::Path;
 
+use crate::cli::command::Shell;
 use crate::cli::commands::{self, Operand, Subcommand};
 use crate::cli::flags::{Doc, HELP};
 use crate::discovery;
 use crate::names::is_valid_name;
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Shell {
-    Bash,
-    Zsh,
-    Fish,
-}
-
-/// The shells, as `loopx completions` names them.
-pub const SHELLS: &[&str] = &["bash", "zsh", "fish"];
-
-impl Shell {
-    pub fn from_name(name: &str) -> Option<Shell> {
-        match name {
-            "bash" => Some(Shell::Bash),
-            "zsh" => Some(Shell::Zsh),
-            "fish" => Some(Shell::Fish),
-            _ => None,
-        }
-    }
-}
 
 /// The completion script for `shell`.
 pub fn script(shell: Shell) -> String {
@@ -399,6 +379,7 @@ end
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::command::SHELLS;
 
     #[test]
     fn every_script_names_every_command_and_option() {

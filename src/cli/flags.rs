@@ -23,8 +23,22 @@ pub struct Flag<T> {
     pub apply: fn(&mut T, OsString) -> Result<(), String>,
 }
 
-impl<T> Flag<T> {
-    pub fn doc(&self) -> Doc {
+/// What `parse` needs of an option row: its `Doc` and how a value is
+/// stored. `Flag` is one; run's rows (run_flags.rs) are run_options.rs's
+/// table, which cannot name this module, so they implement it there.
+pub trait Row {
+    /// What the value is stored into: the command's arguments.
+    type Into;
+    fn doc(&self) -> Doc;
+    /// Stores a value; the error says why the value is bad. Raw, since a
+    /// path (`-e`) need not be UTF-8. A switch gets an empty value.
+    fn apply(&self, into: &mut Self::Into, value: OsString) -> Result<(), String>;
+}
+
+impl<T> Row for Flag<T> {
+    type Into = T;
+
+    fn doc(&self) -> Doc {
         Doc {
             short: self.short,
             long: self.long,
@@ -33,12 +47,8 @@ impl<T> Flag<T> {
         }
     }
 
-    fn matches(&self, arg: &lexopt::Arg) -> bool {
-        match arg {
-            Short(c) => self.short == Some(*c),
-            Long(l) => self.long == Some(*l),
-            Value(_) => false,
-        }
+    fn apply(&self, into: &mut T, value: OsString) -> Result<(), String> {
+        (self.apply)(into, value)
     }
 }
 
@@ -73,6 +83,14 @@ pub const HELP: Doc = Doc {
 };
 
 impl Doc {
+    fn matches(&self, arg: &lexopt::Arg) -> bool {
+        match arg {
+            Short(c) => self.short == Some(*c),
+            Long(l) => self.long == Some(*l),
+            Value(_) => false,
+        }
+    }
+
     /// `-n`, `--timeout`, `-w/--workflow`: how messages name the option.
     pub fn name(&self) -> String {
         match (self.short, self.long) {
@@ -180,18 +198,18 @@ pub fn help_anywhere(args: &[OsString]) -> bool {
         .any(|a| a == "-h" || a == "--help")
 }
 
-/// The arguments of a command, parsed by its rows.
+/// The arguments of a command, parsed by its rows `R`.
 #[derive(Debug, PartialEq)]
-pub enum Parsed<'a, T> {
+pub enum Parsed<'a, R> {
     Help,
-    Args(Matches<'a, T>),
+    Args(Matches<'a, R>),
 }
 
 /// The options given, in order, each with its raw value (already applied),
 /// and the positionals.
 #[derive(Debug, PartialEq)]
-pub struct Matches<'a, T> {
-    pub given: Vec<(&'a Flag<T>, OsString)>,
+pub struct Matches<'a, R> {
+    pub given: Vec<(&'a R, OsString)>,
     pub positionals: Vec<String>,
 }
 
@@ -205,13 +223,13 @@ fn lossy(s: OsString) -> String {
 /// is a usage message; the first one in argument order is reported, unless
 /// help is asked for (`help`), which wins over every problem. A command
 /// with only a few options lists them when an unknown one is given.
-pub fn parse<'a, T>(
+pub fn parse<'a, R: Row>(
     command: &str,
-    flags: &[&'a Flag<T>],
+    flags: &[&'a R],
     help: HelpAt,
     args: Vec<OsString>,
-    into: &mut T,
-) -> Result<Parsed<'a, T>, String> {
+    into: &mut R::Into,
+) -> Result<Parsed<'a, R>, String> {
     if help == HelpAt::Anywhere && help_anywhere(&args) {
         return Ok(Parsed::Help);
     }
@@ -239,7 +257,7 @@ pub fn parse<'a, T>(
             asked_help = true;
             continue;
         }
-        let Some(flag) = flags.iter().copied().find(|f| f.matches(&arg)) else {
+        let Some(flag) = flags.iter().copied().find(|f| f.doc().matches(&arg)) else {
             let shown = match arg {
                 Short(c) => format!("-{c}"),
                 Long(l) => format!("--{l}"),
@@ -251,7 +269,7 @@ pub fn parse<'a, T>(
             continue;
         };
         let name = flag.doc().name();
-        let value = if flag.value.is_empty() {
+        let value = if !flag.doc().takes_value() {
             OsString::new()
         } else {
             match p.value() {
@@ -262,12 +280,13 @@ pub fn parse<'a, T>(
                 }
             }
         };
-        if matches.given.iter().any(|(g, _)| *g == flag) {
+        // Rows are `'static` table entries: the same row is the same option.
+        if matches.given.iter().any(|(g, _)| std::ptr::eq(*g, flag)) {
             first_error.get_or_insert(format!("option '{name}' given more than once"));
             continue;
         }
         let shown = value.to_string_lossy().into_owned();
-        match (flag.apply)(into, value.clone()) {
+        match flag.apply(into, value.clone()) {
             Ok(()) => matches.given.push((flag, value)),
             Err(why) => {
                 first_error.get_or_insert(format!("invalid value '{shown}' for {name}: {why}"));
@@ -284,7 +303,7 @@ pub fn parse<'a, T>(
 }
 
 /// A short option list is worth naming; a long one is in the help.
-fn unknown_option<T>(command: &str, shown: &str, flags: &[&Flag<T>]) -> String {
+fn unknown_option<R: Row>(command: &str, shown: &str, flags: &[&R]) -> String {
     let mut message = format!("unknown option '{shown}' for 'loopx {command}'");
     if (1..=5).contains(&flags.len()) {
         let list: Vec<String> = flags.iter().map(|f| f.doc().spec()).collect();

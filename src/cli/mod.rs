@@ -1,12 +1,12 @@
-//! The command line: its table (commands.rs), the option grammar
-//! (flags.rs), `run`'s options (run_flags.rs), help and completions.
-//!
-//! Command-line grammar (§4.1–4.3, §12): turns argv into a `Command` without
-//! touching the filesystem. The command table (commands.rs) says which
-//! parser below takes a subcommand's arguments; the option rows they apply
-//! are in the table too. Every usage error names the problem and the help to
+//! The command line (§4.1–4.3, §12): argv to a `Command` (command.rs)
+//! without touching the file system. Arrows run one way: this module and
+//! help.rs and completions.rs read the command table (commands.rs), whose
+//! entries carry each subcommand's option rows and parser; the table reads
+//! the option grammar (flags.rs) and run's rows (run_flags.rs, adapted from
+//! run_options.rs). Every usage error names the problem and the help to
 //! consult.
 
+pub mod command;
 pub mod commands;
 pub mod completions;
 pub mod flags;
@@ -15,68 +15,12 @@ pub mod run_flags;
 
 use std::ffi::OsString;
 
-use crate::cli::completions::Shell;
-use crate::error::Error;
-use crate::install::InstallArgs;
-use crate::json_query;
-use crate::output::Output;
-use crate::run_options::RunOptions;
+pub use command::Command;
 use commands::RUN_HELP;
-use flags::{Flag, HelpAt, Parsed};
+
+use crate::error::Error;
 
 const TOP_HELP: &str = "loopx --help";
-
-#[derive(Debug, PartialEq)]
-pub enum Command {
-    TopHelp,
-    /// `loopx <name> -h`: the help of that entry of the command table.
-    Help(&'static str),
-    Version,
-    /// `loopx output`: §4.3's fields, and the extension fields as JSON
-    /// values in their fixed order.
-    Output {
-        out: Output,
-        extensions: Vec<(&'static str, String)>,
-    },
-    EnvSet {
-        name: String,
-        value: String,
-    },
-    EnvRemove {
-        name: String,
-    },
-    EnvList,
-    Run(RunOptions),
-    Install(InstallArgs),
-    /// `loopx resume [<run-id>] [options]` (beyond the spec).
-    Resume {
-        id: Option<String>,
-        given: run_flags::Given,
-    },
-    /// `loopx status [--json]`: the runs alive now.
-    /// `loopx json`: values from JSON on stdin.
-    Json(json_query::Query),
-    Status {
-        json: bool,
-    },
-    /// `loopx init [<workflow>]` (beyond the spec).
-    Init {
-        workflow: Option<String>,
-    },
-    /// `loopx forget <run-id>` or `--all` (None).
-    Forget {
-        id: Option<String>,
-    },
-    /// `loopx completions <shell>` (beyond the spec).
-    Completions(Shell),
-    /// `loopx completions --targets`: what the scripts complete `run` with.
-    CompletionTargets,
-    /// The internal machine mode of the JS API (api.rs); never in help.
-    Api {
-        protocol: String,
-        args: RunOptions,
-    },
-}
 
 fn lossy(s: OsString) -> String {
     s.into_string()
@@ -152,289 +96,17 @@ fn run_option(arg: &str) -> Option<flags::Doc> {
         .find(|d| d.spellings().iter().any(|s| s == name))
 }
 
-/// The table's rows for `command`, parsed with its help rule.
-fn options<T>(
-    command: &str,
-    rows: &[Flag<T>],
-    args: Vec<OsString>,
-    into: &mut T,
-) -> Result<Option<Vec<String>>, String> {
-    let help_at = commands::find(command).map_or(HelpAt::OptionPosition, |c| c.help_at);
-    let rows: Vec<&Flag<T>> = rows.iter().collect();
-    Ok(match flags::parse(command, &rows, help_at, args, into)? {
-        Parsed::Help => None,
-        Parsed::Args(m) => Some(m.positionals),
-    })
-}
-
-/// `loopx run`'s arguments, by run's rows (run_flags.rs).
-pub fn parse_run(rest: Vec<OsString>) -> Result<Command, String> {
-    Ok(match run_flags::parse(rest)? {
-        run_flags::Parsed::Help => Command::Help("run"),
-        run_flags::Parsed::Run(options) => Command::Run(options),
-    })
-}
-
-/// `loopx resume [<run-id>] [options]`: run's rows but `--resume`.
-pub fn parse_resume(rest: Vec<OsString>) -> Result<Command, String> {
-    Ok(match run_flags::parse_resume(rest)? {
-        run_flags::ParsedResume::Help => Command::Help("resume"),
-        run_flags::ParsedResume::Resume { id, given } => Command::Resume { id, given },
-    })
-}
-
-/// `__api <protocol> <run options and target>`: the run grammar, minus help.
-pub fn parse_api(rest: Vec<OsString>) -> Result<Command, String> {
-    let mut rest = rest.into_iter();
-    let protocol = rest.next().map(lossy).unwrap_or_default();
-    match parse_run(rest.collect())? {
-        Command::Run(args) => Ok(Command::Api { protocol, args }),
-        _ => Err("the API channel does not take -h".to_string()),
-    }
-}
-
-/// `loopx version` takes nothing (§4.3).
-pub fn parse_version(rest: Vec<OsString>) -> Result<Command, String> {
-    let Some(positionals) = options::<()>("version", &[], rest, &mut ())? else {
-        return Ok(Command::Help("version"));
-    };
-    match positionals.first() {
-        None => Ok(Command::Version),
-        Some(extra) => Err(format!("'loopx version' takes no arguments, got '{extra}'")),
-    }
-}
-
-/// What `loopx output`'s rows store (commands.rs).
-#[derive(Debug, Default)]
-pub struct OutputArgs {
-    pub out: Output,
-    pub retry_after: Option<String>,
-    pub cost_usd: Option<String>,
-}
-
-/// `loopx output [--result <v>] [--goto <target>] [--stop]` (§4.3) and the
-/// output extensions.
-pub fn parse_output(rest: Vec<OsString>) -> Result<Command, String> {
-    let mut a = OutputArgs::default();
-    let Some(positionals) = options("output", commands::OUTPUT_FLAGS, rest, &mut a)? else {
-        return Ok(Command::Help("output"));
-    };
-    if let Some(v) = positionals.first() {
-        return Err(format!("loopx output takes only options, got '{v}'"));
-    }
-    let OutputArgs {
-        out,
-        retry_after,
-        cost_usd,
-    } = a;
-    if out == Output::default() && retry_after.is_none() && cost_usd.is_none() {
-        let all: Vec<String> = commands::OUTPUT_FLAGS
-            .iter()
-            .map(|f| f.doc().spec())
-            .collect();
-        return Err(format!(
-            "loopx output needs at least one of {}",
-            all.join(", ")
-        ));
-    }
-    let extensions = [("retry_after", retry_after), ("cost_usd", cost_usd)]
-        .into_iter()
-        .filter_map(|(k, v)| Some((k, v?)))
-        .collect();
-    Ok(Command::Output { out, extensions })
-}
-
-/// `loopx status [--json]`. Beyond the spec, so it takes nothing else (a
-/// workflow named `status` runs with `loopx run status`, §4.1).
-pub fn parse_status(rest: Vec<OsString>) -> Result<Command, String> {
-    let mut json = false;
-    let Some(positionals) = options("status", commands::STATUS_FLAGS, rest, &mut json)? else {
-        return Ok(Command::Help("status"));
-    };
-    match positionals.first() {
-        None => Ok(Command::Status { json }),
-        Some(other) => Err(format!("'loopx status' takes only --json, got '{other}'")),
-    }
-}
-
-/// `loopx init [<workflow>]` (beyond the spec).
-pub fn parse_init(rest: Vec<OsString>) -> Result<Command, String> {
-    let mut none = ();
-    let Some(positionals) = options::<()>("init", &[], rest, &mut none)? else {
-        return Ok(Command::Help("init"));
-    };
-    match positionals.as_slice() {
-        [] => Ok(Command::Init { workflow: None }),
-        [one] => Ok(Command::Init {
-            workflow: Some(one.clone()),
-        }),
-        [_, extra, ..] => Err(format!(
-            "'loopx init' takes one workflow name at most, got also '{extra}'"
-        )),
-    }
-}
-
-/// `loopx forget <run-id> | --all` (beyond the spec).
-pub fn parse_forget(rest: Vec<OsString>) -> Result<Command, String> {
-    let mut all = false;
-    let Some(positionals) = options("forget", commands::FORGET_FLAGS, rest, &mut all)? else {
-        return Ok(Command::Help("forget"));
-    };
-    match (all, positionals.as_slice()) {
-        (true, []) => Ok(Command::Forget { id: None }),
-        (false, [id]) => Ok(Command::Forget {
-            id: Some(id.clone()),
-        }),
-        (false, []) => Err("'loopx forget' needs a run id (see loopx status), or --all".into()),
-        (true, [id, ..]) => Err(format!(
-            "'loopx forget' takes a run id or --all, not both (got '{id}')"
-        )),
-        (false, [_, extra, ..]) => Err(format!(
-            "'loopx forget' takes one run id, got also '{extra}'"
-        )),
-    }
-}
-
-/// `loopx json [--lines] <path>...` (beyond the spec).
-pub fn parse_json(rest: Vec<OsString>) -> Result<Command, String> {
-    let mut lines = false;
-    let Some(paths) = options("json", commands::JSON_FLAGS, rest, &mut lines)? else {
-        return Ok(Command::Help("json"));
-    };
-    if paths.is_empty() {
-        return Err("'loopx json' needs at least one path, e.g. .result".into());
-    }
-    let paths = paths
-        .iter()
-        .map(|p| json_query::parse_path(p))
-        .collect::<Result<_, _>>()?;
-    Ok(Command::Json(json_query::Query { lines, paths }))
-}
-
-/// `loopx completions bash|zsh|fish`, or `--targets` (beyond the spec).
-pub fn parse_completions(rest: Vec<OsString>) -> Result<Command, String> {
-    let mut targets = false;
-    let Some(positionals) = options(
-        "completions",
-        commands::COMPLETIONS_FLAGS,
-        rest,
-        &mut targets,
-    )?
-    else {
-        return Ok(Command::Help("completions"));
-    };
-    let shells = crate::cli::completions::SHELLS.join(", ");
-    match (targets, positionals.as_slice()) {
-        (true, []) => Ok(Command::CompletionTargets),
-        (true, [extra, ..]) => Err(format!(
-            "'loopx completions --targets' takes no shell, got '{extra}'"
-        )),
-        (false, []) => Err("missing shell: loopx completions bash|zsh|fish".to_string()),
-        (false, [shell]) => Shell::from_name(shell)
-            .map(Command::Completions)
-            .ok_or_else(|| format!("unknown shell '{shell}' (shells: {shells})")),
-        (false, [_, extra, ..]) => Err(format!(
-            "'loopx completions' takes one shell, got also '{extra}'"
-        )),
-    }
-}
-
-/// `loopx env set|remove|list`. Plain operands, so values may start with
-/// '-': `-h`/`--help` is help anywhere but as `env set`'s value
-/// (`loopx env set K -h` sets K to `-h`).
-pub fn parse_env(rest: Vec<OsString>) -> Result<Command, String> {
-    let args: Vec<String> = rest.into_iter().map(lossy).collect();
-    let is_help = |a: &String| a == "-h" || a == "--help";
-    let value_at = match args.first().map(String::as_str) {
-        Some("set") => Some(2),
-        _ => None,
-    };
-    if args
-        .iter()
-        .enumerate()
-        .any(|(i, a)| is_help(a) && Some(i) != value_at)
-    {
-        return Ok(Command::Help("env"));
-    }
-    let rest = args.get(1..).unwrap_or_default();
-    match args.first().map(String::as_str) {
-        Some("set") => match rest {
-            [name, value] => Ok(Command::EnvSet {
-                name: name.clone(),
-                value: value.clone(),
-            }),
-            _ => Err(format!(
-                "'loopx env set' takes a name and a value, got {}: loopx env set <name> <value>",
-                count(rest.len())
-            )),
-        },
-        Some("remove") => match rest {
-            [name] => Ok(Command::EnvRemove { name: name.clone() }),
-            _ => Err(format!(
-                "'loopx env remove' takes one name, got {}: loopx env remove <name>",
-                count(rest.len())
-            )),
-        },
-        Some("list") => match rest {
-            [] => Ok(Command::EnvList),
-            [extra, ..] => Err(format!(
-                "'loopx env list' takes no arguments, got '{extra}'"
-            )),
-        },
-        Some(other) => Err(format!(
-            "unknown env command '{other}' (expected set, remove or list)"
-        )),
-        None => Err("missing env command: loopx env set|remove|list".to_string()),
-    }
-}
-
-fn count(n: usize) -> String {
-    match n {
-        0 => "no arguments".to_string(),
-        1 => "1 argument".to_string(),
-        n => format!("{n} arguments"),
-    }
-}
-
-/// What `loopx install`'s rows store (commands.rs).
-#[derive(Debug, Default)]
-pub struct InstallOptions {
-    pub workflow: Option<String>,
-    pub yes: bool,
-}
-
-/// `loopx install [options] <source>`, with run's §4.2 rules: `-h`
-/// anywhere is help, duplicates and unknown options are usage errors.
-pub fn parse_install(rest: Vec<OsString>) -> Result<Command, String> {
-    let mut o = InstallOptions::default();
-    let Some(mut sources) = options("install", commands::INSTALL_FLAGS, rest, &mut o)? else {
-        return Ok(Command::Help("install"));
-    };
-    match sources.len() {
-        0 => Err("missing source: loopx install [options] <source>".to_string()),
-        1 => Ok(Command::Install(InstallArgs {
-            source: sources.remove(0),
-            workflow: o.workflow,
-            yes: o.yes,
-        })),
-        n => Err(format!(
-            "expected one source, got {n}: {}",
-            // Sources may carry credentials (install::redact).
-            sources
-                .iter()
-                .map(|s| crate::install::redact::url(s))
-                .collect::<Vec<_>>()
-                .join(" ")
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::command::Shell;
+    use crate::install::InstallArgs;
+    use crate::output::Output;
+    use crate::run_options::RunOptions;
 
     #[test]
     fn json_needs_a_path_and_knows_its_option() {
+        let parse_json = commands::find("json").unwrap().parse;
         let parse = |args: &[&str]| parse_json(args.iter().map(OsString::from).collect());
         assert!(matches!(parse(&["-h"]), Ok(Command::Help("json"))));
         assert!(matches!(

@@ -1,181 +1,42 @@
-//! The options of `loopx run` (§4.2 and DESIGN.md "Beyond the spec"): one
-//! row each, which the shared option grammar (flags.rs) applies, and which
-//! give run help and completions their option lists (commands.rs). `resume`
-//! takes the same rows but `--resume`.
+//! The options of `loopx run` (§4.2 and DESIGN.md "Beyond the spec") as rows
+//! of the shared option grammar (flags.rs): the rows are run_options.rs's
+//! table, which also writes and reads them in the run log and checkpoints,
+//! so this module only adapts them. They give run help and completions their
+//! option lists (commands.rs). `resume` takes the same rows but `--resume`.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 
-use crate::cli::flags::{self, Flag, HelpAt};
-use crate::duration;
-use crate::run_options::RunOptions;
+use crate::cli::flags::{self, Doc, HelpAt, Row};
+use crate::run_options::{RunOpt, RunOptions, OPTIONS};
 
-pub const FLAGS: &[Flag<RunOptions>] = &[
-    Flag {
-        short: Some('n'),
-        long: None,
-        value: "<count>",
-        help: &[
-            "Stop after <count> iterations (every script run",
-            "counts; 0 checks the target and env files, then",
-            "exits)",
-        ],
-        apply: |o, v| {
-            o.max_iterations = Some(count(&lossy(v))?);
-            Ok(())
-        },
-    },
-    Flag {
-        short: Some('e'),
-        long: None,
-        value: "<path>",
-        help: &[
-            "Also load variables from this env file",
-            "(overrides global ones)",
-        ],
-        apply: |o, v| {
-            // §8.2: a path, whose bytes reach the file system unchanged.
-            o.env_file = Some(PathBuf::from(v));
-            Ok(())
-        },
-    },
-    Flag {
-        short: None,
-        long: Some("timeout"),
-        value: "<duration>",
-        help: &[
-            "Longest one script run may take; then its process",
-            "group gets SIGTERM, SIGKILL 5s later, and the run",
-            "fails (exit 124)",
-        ],
-        apply: |o, v| {
-            o.timeout = Some(positive_duration(&lossy(v))?);
-            Ok(())
-        },
-    },
-    Flag {
-        short: None,
-        long: Some("max-time"),
-        value: "<duration>",
-        help: &[
-            "Budget for the whole run: no script starts after",
-            "it (a running one may finish), then exit 0",
-        ],
-        apply: |o, v| {
-            o.max_time = Some(positive_duration(&lossy(v))?);
-            Ok(())
-        },
-    },
-    Flag {
-        short: None,
-        long: Some("max-cost"),
-        value: "<usd>",
-        help: &[
-            "Money budget: no script starts once the scripts'",
-            "reported cost_usd adds up to <usd>, then exit 0",
-        ],
-        apply: |o, v| {
-            o.max_cost = Some(crate::wait::parse_dollars(&lossy(v))?);
-            Ok(())
-        },
-    },
-    Flag {
-        short: None,
-        long: Some("max-wait"),
-        value: "<duration>",
-        help: &[
-            "Longest wait a script may ask for with retry_after",
-            "(default 24h); a longer one ends the run (exit 75)",
-        ],
-        apply: |o, v| {
-            o.max_wait = duration::parse(&lossy(v))?;
-            Ok(())
-        },
-    },
-    Flag {
-        short: None,
-        long: Some("retry"),
-        value: "<count>",
-        help: &[
-            "Run a failed or timed-out script again, up to",
-            "<count> more times, with the same input (retries",
-            "are not iterations)",
-        ],
-        apply: |o, v| {
-            o.retry = count(&lossy(v))?;
-            Ok(())
-        },
-    },
-    Flag {
-        short: None,
-        long: Some("retry-delay"),
-        value: "<duration>",
-        help: &[
-            "Wait before the first retry (default 10s),",
-            "doubled for each further one, at most 30m",
-        ],
-        apply: |o, v| {
-            o.retry_delay = duration::parse(&lossy(v))?;
-            Ok(())
-        },
-    },
-    Flag {
-        short: None,
-        long: Some("log"),
-        value: "<path>",
-        help: &[
-            "Append a JSON line per event of the run to this",
-            "file of yours, or to stdout if it is '-' (also",
-            "LOOPX_LOG; this option wins)",
-        ],
-        apply: |o, v| {
-            o.log = Some(PathBuf::from(v));
-            Ok(())
-        },
-    },
-    Flag {
-        short: None,
-        long: Some("resume"),
-        value: "",
-        help: &[
-            "Resume this project's latest resumable run of the",
-            "target if there is one, else start a new run",
-        ],
-        apply: |o, _| {
-            o.resume = true;
-            Ok(())
-        },
-    },
-    Flag {
-        short: Some('v'),
-        long: Some("verbose"),
-        value: "",
-        help: &[
-            "One line per script run on stderr, and notes on",
-            "outputs that are probably mistakes",
-        ],
-        apply: |o, _| {
-            o.verbose = true;
-            Ok(())
-        },
-    },
-];
+impl Row for RunOpt {
+    type Into = RunOptions;
 
-/// A non-negative decimal integer (§4.2 for `-n`). Beyond u64 a limit can
-/// never be reached: saturate rather than reject a valid integer.
-fn count(v: &str) -> Result<u64, String> {
-    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
-        return Err("expected a non-negative integer".to_string());
+    fn doc(&self) -> Doc {
+        Doc {
+            short: self.short,
+            long: self.long,
+            value: self.value,
+            help: self.help,
+        }
     }
-    Ok(v.parse::<u64>().unwrap_or(u64::MAX))
+
+    fn apply(&self, into: &mut RunOptions, value: OsString) -> Result<(), String> {
+        self.field.apply(into, value)
+    }
 }
 
-fn positive_duration(v: &str) -> Result<std::time::Duration, String> {
-    let d = duration::parse(v)?;
-    if d.is_zero() {
-        return Err("expected a duration longer than zero".to_string());
+impl std::fmt::Debug for RunOpt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.doc().name())
     }
-    Ok(d)
+}
+
+/// Rows are `'static` table entries: the same row is the same option.
+impl PartialEq for RunOpt {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
 }
 
 /// What `loopx run`'s arguments ask for.
@@ -185,19 +46,17 @@ pub enum Parsed {
     Run(RunOptions),
 }
 
-fn lossy(s: OsString) -> String {
-    s.into_string()
-        .unwrap_or_else(|s| s.to_string_lossy().into_owned())
-}
-
 /// `run`'s rows.
-pub fn run_flags() -> Vec<&'static Flag<RunOptions>> {
-    FLAGS.iter().collect()
+pub fn run_flags() -> Vec<&'static RunOpt> {
+    OPTIONS.iter().collect()
 }
 
 /// `resume`'s rows: run's, but `--resume`, which it always does.
-pub fn resume_flags() -> Vec<&'static Flag<RunOptions>> {
-    FLAGS.iter().filter(|f| f.long != Some("resume")).collect()
+pub fn resume_flags() -> Vec<&'static RunOpt> {
+    OPTIONS
+        .iter()
+        .filter(|f| f.long != Some("resume"))
+        .collect()
 }
 
 /// Parses `loopx run`'s arguments. Errors are usage messages; the first
@@ -225,13 +84,13 @@ pub fn parse(args: Vec<OsString>) -> Result<Parsed, String> {
 /// The options given to `loopx resume`, checked, to apply over the saved
 /// ones (the same rows as `run`'s, so a value means the same to both).
 #[derive(Debug, PartialEq)]
-pub struct Given(Vec<(&'static Flag<RunOptions>, OsString)>);
+pub struct Given(Vec<(&'static RunOpt, OsString)>);
 
 impl Given {
     pub fn apply(&self, mut options: RunOptions) -> RunOptions {
         for (flag, value) in &self.0 {
             // Checked when parsed: the same value applies again.
-            let _ = (flag.apply)(&mut options, value.clone());
+            let _ = flag.apply(&mut options, value.clone());
         }
         options
     }
@@ -274,6 +133,7 @@ pub fn parse_resume(args: Vec<OsString>) -> Result<ParsedResume, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
     use std::time::Duration;
 
     fn parse_strs(args: &[&str]) -> Result<Parsed, String> {
@@ -347,7 +207,7 @@ mod tests {
 
     #[test]
     fn help_lists_every_option_of_the_table() {
-        let docs: Vec<_> = FLAGS.iter().map(Flag::doc).collect();
+        let docs: Vec<_> = OPTIONS.iter().map(Row::doc).collect();
         let help = flags::help_lines(&docs);
         for doc in docs {
             assert!(help.contains(&doc.usage()), "{}", doc.usage());

@@ -42,38 +42,7 @@ use std::path::{Component, Path, PathBuf};
 use flate2::read::MultiGzDecoder;
 use tar::EntryType;
 
-/// Why an archive could not be extracted.
-#[derive(Debug)]
-pub enum ExtractError {
-    /// The file does not start with the gzip magic bytes.
-    NotGzip,
-    /// The gzip stream or the tar data inside it is damaged.
-    Corrupt(String),
-    /// An entry would write outside the destination, or through a symlink.
-    Unsafe { entry: String, reason: String },
-    /// Reading the archive file or writing the destination failed.
-    Io { path: PathBuf, error: io::Error },
-    /// The files' contents add up to more than this many bytes.
-    TooLarge { limit: u64 },
-}
-
-impl fmt::Display for ExtractError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ExtractError::NotGzip => write!(f, "not a gzip archive"),
-            ExtractError::Corrupt(detail) => write!(f, "corrupt archive: {detail}"),
-            ExtractError::Unsafe { entry, reason } => {
-                write!(f, "refusing archive entry {entry:?}: {reason}")
-            }
-            ExtractError::Io { path, error } => write!(f, "{}: {error}", path.display()),
-            ExtractError::TooLarge { limit } => {
-                write!(f, "its files add up to more than {limit} bytes")
-            }
-        }
-    }
-}
-
-impl std::error::Error for ExtractError {}
+use crate::error::ExtractError;
 
 fn corrupt(e: impl fmt::Display) -> ExtractError {
     ExtractError::Corrupt(e.to_string())

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::thread;
 
-use crate::error::Error;
-use crate::install::archive::{self, ExtractError};
+use crate::error::{Error, ExtractError};
+use crate::install::archive;
 use crate::install::limits::{Limits, MIN_SPEED};
 use crate::install::redact;
 use crate::install::source::Source;
@@ -136,6 +136,7 @@ fn clone(url: &str, dest: &Path, limits: &Limits) -> Result<PathBuf, Error> {
             return Err(Error::InstallStalled {
                 what: format!("git clone of {shown}"),
                 secs: limits.stall_secs,
+                min_speed: MIN_SPEED,
             });
         }
         return Err(Error::GitClone {
@@ -340,6 +341,7 @@ fn download(url: &str, file: &Path, headers: &Path, limits: &Limits) -> Result<(
             return Err(Error::InstallStalled {
                 what: format!("download of {shown}"),
                 secs: limits.stall_secs,
+                min_speed: MIN_SPEED,
             })
         }
         // 63: the announced size is over --max-filesize.

@@ -75,21 +75,6 @@ pub fn parse_size(s: &str) -> Option<u64> {
     n.checked_mul(1 << shift).filter(|&bytes| bytes > 0)
 }
 
-/// A size as people would write it for `LOOPX_INSTALL_MAX_SIZE`: the
-/// largest suffix that divides it exactly, else bytes.
-pub fn format_size(bytes: u64) -> String {
-    for (shift, suffix) in [(30, "G"), (20, "M"), (10, "K")] {
-        if bytes > 0 && bytes % (1 << shift) == 0 {
-            return format!("{}{suffix}", bytes >> shift);
-        }
-    }
-    if bytes == 1 {
-        "1 byte".to_string()
-    } else {
-        format!("{bytes} bytes")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,15 +120,11 @@ mod tests {
     }
 
     #[test]
-    fn sizes_are_shown_with_the_largest_exact_suffix() {
-        assert_eq!(format_size(512 << 20), "512M");
-        assert_eq!(format_size(1 << 30), "1G");
-        assert_eq!(format_size(1536 << 10), "1536K");
-        assert_eq!(format_size(100_000), "100000 bytes");
-        assert_eq!(format_size(1), "1 byte");
-        // Whatever parses, shows as something that parses back to it.
+    fn shown_sizes_parse_back() {
+        // Whatever parses, shows (text::format_size) as something that
+        // parses back to it.
         for n in [1, 1023, 1024, 3 << 20, (5 << 30) + 1024] {
-            let shown = format_size(n);
+            let shown = crate::text::format_size(n);
             let shown = shown.trim_end_matches(" bytes").trim_end_matches(" byte");
             assert_eq!(parse_size(shown), Some(n), "{n}");
         }

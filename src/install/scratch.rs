@@ -12,11 +12,12 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::proc::sys;
 
 pub struct Scratch {
     path: PathBuf,
@@ -91,11 +92,9 @@ fn lock_dir(dir: &Path) -> io::Result<Option<fs::File>> {
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
         .open(dir)?;
-    // SAFETY: flock on a descriptor `file` owns.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+    let Err(err) = sys::try_lock(&file) else {
         return Ok(Some(file));
-    }
-    let err = io::Error::last_os_error();
+    };
     match err.raw_os_error() {
         Some(libc::ENOLCK) | Some(libc::EOPNOTSUPP) => Ok(None),
         _ => Err(err),
@@ -113,10 +112,7 @@ fn owner_alive(rest: &str) -> bool {
     else {
         return true;
     };
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe {
-        libc::kill(pid, 0) == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-    }
+    sys::process_exists(pid)
 }
 
 impl Drop for Scratch {

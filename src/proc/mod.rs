@@ -8,4 +8,5 @@ pub mod process;
 pub mod shim_parent;
 pub mod signals;
 pub mod supervisor;
+pub mod sys;
 pub mod terminal;
