@@ -20,14 +20,20 @@
 //! `<id>.input.1`, alternately: the record names the one that holds the
 //! input of its script, so the other can be replaced while the record still
 //! points at the old one.
+//!
+//! Reading one back trusts nothing (DESIGN.md "Beyond the spec": state
+//! files; state_file.rs): its saved options decide what runs, so only a
+//! regular file of the user's, in directories of the user's own, named by
+//! a run id loopx could have made, is read, and never more than a bound.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read};
-use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::json::{self, Object, Value};
 use crate::proc::sys;
+use crate::state_file::{self, DirProblem, RECORD_LIMIT};
 
 /// The record's format version.
 const VERSION: u64 = 1;
@@ -50,22 +56,40 @@ pub fn dir() -> Option<PathBuf> {
     Some(state.join("loopx").join("runs"))
 }
 
+/// Whether a run id is one loopx makes (engine.rs: 16 lowercase hex
+/// digits). Only such ids name checkpoints that are read, so a resume
+/// command shown to people is built from nothing but these characters.
+pub fn valid_id(id: &str) -> bool {
+    id.len() == 16 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Checks the checkpoint directory and the `loopx` directory above it
+/// (whoever owns that one could swap `runs`), making either private again
+/// when it is the user's but lost its privacy (state_file::private_dir).
+/// `Ok(false)` when `dir` does not exist; the problem and the directory
+/// that has it otherwise.
+pub fn check_dir(dir: &Path) -> Result<bool, (PathBuf, DirProblem)> {
+    let mut exists = true;
+    for d in [dir.parent(), Some(dir)].into_iter().flatten() {
+        exists = state_file::private_dir(d).map_err(|p| (d.to_path_buf(), p))?;
+    }
+    Ok(exists)
+}
+
 /// Creates `dir` (and its parents) private to the user; refuses a directory
-/// that is not the user's own or is open to others.
+/// that is not the user's own.
 fn ensure_private(dir: &Path) -> io::Result<()> {
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
-    let meta = fs::symlink_metadata(dir)?;
-    let uid = sys::uid();
-    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
-        return Err(io::Error::new(
+    match check_dir(dir) {
+        Ok(_) => Ok(()),
+        Err((d, problem)) => Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
-            "not a private directory of this user",
-        ));
+            format!("{}: {problem}", d.display()),
+        )),
     }
-    Ok(())
 }
 
 /// FNV-1a, 64 bits: enough to tell a torn record from a whole one.
@@ -151,7 +175,7 @@ impl Record {
             .num("waits", self.waits)
             .raw("wait_until_ms", wait.as_deref().unwrap_or("null"))
             .num("active_ms", self.active_ms)
-            .raw("cost_usd", &json::number_to_js_string(self.cost_usd))
+            .raw("cost_usd", &json::number_json(self.cost_usd))
             .int("started_ms", self.started_ms)
             .int("updated_ms", self.updated_ms)
             .raw("ended", ended.as_deref().unwrap_or("null"))
@@ -238,7 +262,7 @@ fn object_json(v: &Value) -> Option<String> {
         o = match value {
             Value::Null => o.raw(k, "null"),
             Value::Bool(b) => o.bool(k, *b),
-            Value::Number(n) => o.raw(k, &json::number_to_js_string(*n)),
+            Value::Number(n) => o.raw(k, &json::number_json(*n)),
             Value::String(s) => o.str(k, s),
             _ => return None,
         };
@@ -284,14 +308,20 @@ fn unframe(bytes: &[u8]) -> Option<&str> {
     std::str::from_utf8(body).ok()
 }
 
-fn open_rw(path: &Path, create: bool) -> io::Result<File> {
-    OpenOptions::new()
+/// Opens a checkpoint file for writing as state_file::open does for
+/// reading: no link followed, a fifo neither blocks nor is accepted, only
+/// a regular file of the user's of at most `limit` bytes.
+fn open_rw(path: &Path, create: bool, limit: u64) -> io::Result<File> {
+    let file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(create)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
+        .map_err(state_file::said_plainly)?;
+    state_file::check(&file, limit)?;
+    Ok(file)
 }
 
 /// The checkpoint a live run keeps, locked for as long as it is open.
@@ -315,7 +345,7 @@ impl Checkpoint {
     /// A new checkpoint for run `id` in `dir`.
     pub fn create(dir: &Path, id: &str) -> io::Result<Checkpoint> {
         ensure_private(dir)?;
-        let file = open_rw(&Checkpoint::path(dir, id), true)?;
+        let file = open_rw(&Checkpoint::path(dir, id), true, RECORD_LIMIT)?;
         sys::try_lock(&file)?;
         Ok(Checkpoint {
             dir: dir.to_path_buf(),
@@ -328,9 +358,14 @@ impl Checkpoint {
     /// Takes over the checkpoint of run `id` for a resume: fails with
     /// `WouldBlock` while its run lives.
     pub fn take_over(dir: &Path, id: &str) -> io::Result<(Checkpoint, Record)> {
-        let file = open_rw(&Checkpoint::path(dir, id), false)?;
+        if !valid_id(id) {
+            return Err(damaged());
+        }
+        let file = open_rw(&Checkpoint::path(dir, id), false, RECORD_LIMIT)?;
         sys::try_lock(&file)?;
-        let record = read_record(&file).ok_or_else(damaged)?;
+        let record = read_record(&file, id).ok_or_else(damaged)?;
+        // Ours (checked): back to 0600 if an fsGroup opened it to a group.
+        let _ = file.set_permissions(fs::Permissions::from_mode(0o600));
         let written = file.metadata()?.len();
         let ckpt = Checkpoint {
             dir: dir.to_path_buf(),
@@ -360,7 +395,7 @@ impl Checkpoint {
             Some(InputRef { slot: 0, .. }) => 1,
             _ => 0,
         };
-        let file = open_rw(&self.input_path(slot), true)?;
+        let file = open_rw(&self.input_path(slot), true, u64::MAX)?;
         file.set_len(0)?;
         file.write_all_at(input, 0)?;
         Ok(InputRef {
@@ -370,10 +405,11 @@ impl Checkpoint {
         })
     }
 
-    /// Reads the input `at` names, checking it is still the one saved.
+    /// Reads the input `at` names, checking it is still the one saved:
+    /// never more than its saved length, and only from a regular file of
+    /// the user's (a link to /dev/zero or a fifo is refused, not read).
     pub fn load_input(&self, at: InputRef) -> io::Result<Vec<u8>> {
-        let mut bytes = Vec::new();
-        File::open(self.input_path(at.slot))?.read_to_end(&mut bytes)?;
+        let bytes = state_file::read(&self.input_path(at.slot), at.len)?;
         if bytes.len() as u64 != at.len || checksum(&bytes) != at.sum {
             return Err(damaged());
         }
@@ -491,10 +527,12 @@ fn damaged() -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, "the checkpoint is damaged")
 }
 
-fn read_record(mut file: &File) -> Option<Record> {
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).ok()?;
-    Record::from_json(unframe(&bytes)?)
+/// The record of run `id` in `file` (checked by `open_rw` or
+/// state_file::open), read within the bound; None when damaged or when it
+/// names another run (a record copied or edited under another name).
+fn read_record(file: &File, id: &str) -> Option<Record> {
+    let bytes = state_file::read_open(file, RECORD_LIMIT).ok()?;
+    Record::from_json(unframe(&bytes)?).filter(|r| r.run_id == id)
 }
 
 /// A checkpoint found in the directory.
@@ -508,23 +546,25 @@ pub struct Found {
     pub modified_ms: i64,
 }
 
-/// Every checkpoint in `dir`, most recently written first.
-pub fn list(dir: &Path) -> Vec<Found> {
+/// Every checkpoint in `dir`, most recently written first: the files named
+/// `<run id>.ckpt` that are regular files of the user's within the bound;
+/// anything else there is passed over, unread. An error names the
+/// directory (or its parent) when it is not the user's own.
+pub fn list(dir: &Path) -> Result<Vec<Found>, (PathBuf, DirProblem)> {
+    if !check_dir(dir)? {
+        return Ok(Vec::new());
+    }
     let Ok(entries) = fs::read_dir(dir) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let mut found: Vec<Found> = entries
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
-            let id = name.strip_suffix(".ckpt")?.to_string();
+            let id = name.strip_suffix(".ckpt").filter(|id| valid_id(id))?;
             // Read-only: listing never changes a checkpoint; the lock test
             // works on any descriptor, and is released when it closes.
-            let file = OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(e.path())
-                .ok()?;
+            let file = state_file::open(&e.path(), RECORD_LIMIT).ok()?;
             let live = sys::try_lock(&file).is_err();
             let modified_ms = file
                 .metadata()
@@ -532,9 +572,9 @@ pub fn list(dir: &Path) -> Vec<Found> {
                 .modified()
                 .map(crate::clock::unix_ms)
                 .ok()? as i64;
-            let record = read_record(&file);
+            let record = read_record(&file, id);
             Some(Found {
-                id,
+                id: id.to_string(),
                 record,
                 live,
                 modified_ms,
@@ -542,21 +582,30 @@ pub fn list(dir: &Path) -> Vec<Found> {
         })
         .collect();
     found.sort_by(|a, b| b.modified_ms.cmp(&a.modified_ms).then(a.id.cmp(&b.id)));
-    found
+    Ok(found)
 }
 
-/// Removes checkpoints (and their inputs) not written for `MAX_AGE_MS`
-/// whose run is not live; returns the others, as `list` would.
-pub fn prune(dir: &Path, now_ms: i64) -> Vec<Found> {
-    let (old, kept): (Vec<Found>, Vec<Found>) = list(dir)
-        .into_iter()
-        .partition(|f| !f.live && now_ms - f.modified_ms > MAX_AGE_MS);
+/// Whether a checkpoint is old enough to prune: its run is not live, and
+/// `MAX_AGE_MS` have passed since the later of its last write and the
+/// time it waits for (a run that ended waiting, exit 75, for a time more
+/// than 30 days out is kept until that time comes, and then 30 days).
+fn stale(f: &Found, now_ms: i64) -> bool {
+    let wait = f.record.as_ref().and_then(|r| r.wait_until_ms);
+    let last = wait.map_or(f.modified_ms, |w| w.max(f.modified_ms));
+    !f.live && now_ms.saturating_sub(last) > MAX_AGE_MS
+}
+
+/// Removes checkpoints (and their inputs) that are [`stale`]; returns the
+/// others, as `list` would.
+pub fn prune(dir: &Path, now_ms: i64) -> Result<Vec<Found>, (PathBuf, DirProblem)> {
+    let (old, kept): (Vec<Found>, Vec<Found>) =
+        list(dir)?.into_iter().partition(|f| stale(f, now_ms));
     for f in old {
         for suffix in [".ckpt", ".input.0", ".input.1"] {
             let _ = fs::remove_file(dir.join(format!("{}{suffix}", f.id)));
         }
     }
-    kept
+    Ok(kept)
 }
 
 /// Removes the checkpoint of run `id` (and its inputs) unless its run still
@@ -565,7 +614,9 @@ pub fn prune(dir: &Path, now_ms: i64) -> Vec<Found> {
 pub fn forget(dir: &Path, id: &str) -> io::Result<()> {
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        // O_NONBLOCK: `list` vouched for a regular file, but one swapped
+        // for a FIFO since must not hang the open.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(Checkpoint::path(dir, id))?;
     sys::try_lock(&file)?;
     for suffix in [".input.0", ".input.1", ".ckpt"] {
@@ -626,6 +677,76 @@ mod tests {
     }
 
     #[test]
+    fn a_run_waiting_far_out_is_pruned_only_30_days_after_its_time() {
+        let found = |wait: Option<i64>| Found {
+            id: "0000000000000001".into(),
+            record: Some(Record {
+                wait_until_ms: wait,
+                ..record()
+            }),
+            live: false,
+            modified_ms: 0,
+        };
+        let day = 24 * 3600 * 1000;
+        assert!(stale(&found(None), MAX_AGE_MS + 1));
+        assert!(!stale(&found(Some(60 * day)), MAX_AGE_MS + 1));
+        assert!(stale(&found(Some(60 * day)), 60 * day + MAX_AGE_MS + 1));
+        // A wait in the past counts from the last write.
+        assert!(stale(&found(Some(-day)), MAX_AGE_MS + 1));
+    }
+
+    #[test]
+    fn only_run_ids_loopx_makes_are_valid() {
+        assert!(valid_id("00112233aabbccdd"));
+        for bad in [
+            "",
+            "x; touch pwned",
+            "00112233AABBCCDD",
+            "00112233aabbccd",
+            "../../../etc/pass",
+        ] {
+            assert!(!valid_id(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn planted_or_unreadable_files_are_not_listed() {
+        let dir = temp_dir("planted").join("runs");
+        let id = "00112233aabbccdd";
+        let mut c = Checkpoint::create(&dir, id).expect("create");
+        c.save(&record()).expect("save");
+        drop(c);
+        // A fifo named like a checkpoint, a link to one, a record under
+        // another run's name, a name no run has, a record too large.
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.join("0000000000000001.ckpt"))
+            .status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+        std::os::unix::fs::symlink(
+            dir.join(format!("{id}.ckpt")),
+            dir.join("0000000000000002.ckpt"),
+        )
+        .expect("symlink");
+        fs::copy(
+            dir.join(format!("{id}.ckpt")),
+            dir.join("0000000000000003.ckpt"),
+        )
+        .expect("copy");
+        fs::copy(dir.join(format!("{id}.ckpt")), dir.join("x;y.ckpt")).expect("copy");
+        let big = File::create(dir.join("0000000000000004.ckpt")).expect("big");
+        big.set_len(3 << 30).expect("sparse");
+        let found = list(&dir).expect("list");
+        let listed: Vec<(&str, bool)> = found
+            .iter()
+            .map(|f| (f.id.as_str(), f.record.is_some()))
+            .collect();
+        assert_eq!(listed.len(), 2, "{listed:?}");
+        assert!(listed.contains(&(id, true)), "{listed:?}");
+        assert!(listed.contains(&("0000000000000003", false)), "{listed:?}");
+        let _ = fs::remove_dir_all(dir.parent().expect("parent"));
+    }
+
+    #[test]
     fn a_torn_or_foreign_frame_is_damaged() {
         let bytes = frame(&record().to_json());
         assert!(unframe(&bytes).is_some());
@@ -656,7 +777,8 @@ mod tests {
     #[test]
     fn a_live_checkpoint_is_locked_and_a_finished_one_removed() {
         let dir = temp_dir("live").join("runs");
-        let mut c = Checkpoint::create(&dir, "abc").expect("create");
+        let abc = "00112233aabbccdd";
+        let mut c = Checkpoint::create(&dir, abc).expect("create");
         let mut r = record();
         let input = c.save_input(b"hello input!", None).expect("input");
         r.input = Some(input);
@@ -664,16 +786,16 @@ mod tests {
         // A shorter record after a longer one still reads back.
         r.root = "/p".into();
         c.save(&r).expect("save again");
-        let found = list(&dir);
+        let found = list(&dir).expect("list");
         assert_eq!(found.len(), 1);
         assert!(found[0].live);
         assert_eq!(found[0].record.as_ref(), Some(&r));
         assert!(matches!(
-            Checkpoint::take_over(&dir, "abc").map(|_| ()),
+            Checkpoint::take_over(&dir, abc).map(|_| ()),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock
         ));
         drop(c);
-        let (c, back) = Checkpoint::take_over(&dir, "abc").expect("take over");
+        let (c, back) = Checkpoint::take_over(&dir, abc).expect("take over");
         assert_eq!(back, r);
         assert_eq!(c.load_input(input).expect("load"), b"hello input!");
         // A second input goes to the other slot; the first stays readable.
@@ -682,25 +804,35 @@ mod tests {
         assert_ne!(second.slot, input.slot);
         assert_eq!(c.load_input(input).expect("first"), b"hello input!");
         c.remove();
-        assert!(list(&dir).is_empty());
+        assert!(list(&dir).expect("list").is_empty());
         assert_eq!(fs::read_dir(&dir).expect("dir").count(), 0);
         let _ = fs::remove_dir_all(dir.parent().expect("parent"));
     }
 
     #[test]
     fn old_checkpoints_are_pruned_and_live_ones_kept() {
-        let dir = temp_dir("prune");
-        let mut old = Checkpoint::create(&dir, "old").expect("create");
-        old.save(&record()).expect("save");
+        let dir = temp_dir("prune").join("runs");
+        let (old_id, live_id) = ("0000000000000001", "0000000000000002");
+        let mut old = Checkpoint::create(&dir, old_id).expect("create");
+        let bare = Record {
+            run_id: old_id.into(),
+            wait_until_ms: None,
+            ..record()
+        };
+        old.save(&bare).expect("save");
         drop(old);
-        let live = Checkpoint::create(&dir, "live").expect("create");
+        let live = Checkpoint::create(&dir, live_id).expect("create");
         let now = crate::clock::now_ms();
-        prune(&dir, now);
-        assert_eq!(list(&dir).len(), 2, "both are recent");
-        prune(&dir, now + MAX_AGE_MS + 60_000);
-        let left: Vec<String> = list(&dir).into_iter().map(|f| f.id).collect();
-        assert_eq!(left, ["live"]);
+        prune(&dir, now).expect("prune");
+        assert_eq!(list(&dir).expect("list").len(), 2, "both are recent");
+        prune(&dir, now + MAX_AGE_MS + 60_000).expect("prune");
+        let left: Vec<String> = list(&dir)
+            .expect("list")
+            .into_iter()
+            .map(|f| f.id)
+            .collect();
+        assert_eq!(left, [live_id]);
         drop(live);
-        let _ = fs::remove_dir_all(&dir);
+        let _ = fs::remove_dir_all(dir.parent().expect("parent"));
     }
 }

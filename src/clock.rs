@@ -30,7 +30,15 @@ pub fn rfc3339(t: SystemTime) -> String {
     format_ms(unix_ms(t))
 }
 
+/// The last millisecond RFC 3339 can write (`9999-12-31T23:59:59.999Z`):
+/// it has four-digit years.
+pub const MAX_MS: u64 = 253_402_300_799_999;
+
+/// Milliseconds since the epoch as RFC 3339 UTC with milliseconds; a time
+/// past year 9999 (a wait of 1e300 seconds) is written as [`MAX_MS`], so
+/// the text is always valid and always 24 characters.
 pub fn format_ms(ms: u64) -> String {
+    let ms = ms.min(MAX_MS);
     let secs = (ms / 1000) as i64;
     let (y, mo, d) = civil(secs.div_euclid(86_400));
     let s = secs.rem_euclid(86_400);
@@ -69,7 +77,9 @@ fn days_in_month(y: i64, m: u32) -> u32 {
 /// beyond milliseconds are truncated; a leap second reads as the next
 /// second's start.
 pub fn parse_rfc3339(text: &str) -> Result<i64, String> {
-    let bad = || format!("'{text}' is not an RFC 3339 time (like 2026-11-25T14:00:00Z)");
+    // The text is not quoted: it may be a script's, and messages quote the
+    // value as written, escaped (error.rs, InvalidExtension).
+    let bad = || "not an RFC 3339 time (like 2026-11-25T14:00:00Z)".to_string();
     let b = text.as_bytes();
     let num = |range: std::ops::Range<usize>| -> Option<u32> {
         let part = b.get(range)?;
@@ -156,6 +166,9 @@ mod tests {
         assert_eq!(format_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
         assert_eq!(format_ms(1_795_541_405_123), "2026-11-24T17:30:05.123Z");
         assert_eq!(format_ms(4_102_444_799_999), "2099-12-31T23:59:59.999Z");
+        assert_eq!(format_ms(MAX_MS), "9999-12-31T23:59:59.999Z");
+        assert_eq!(format_ms(9_000_000_000_000_000), "9999-12-31T23:59:59.999Z");
+        assert_eq!(format_ms(u64::MAX), "9999-12-31T23:59:59.999Z");
         let t = UNIX_EPOCH + Duration::from_millis(1_795_541_405_123);
         assert_eq!(rfc3339(t), "2026-11-24T17:30:05.123Z");
     }

@@ -30,6 +30,7 @@ use crate::resume;
 use crate::run_options::RunOptions;
 use crate::runtime;
 use crate::script_env::ScriptEnv;
+use crate::text;
 use crate::version_check;
 use crate::wait;
 
@@ -367,6 +368,14 @@ impl Loop<'_> {
                     if let Some(c) = cost {
                         self.cost += c;
                         self.cost_reported = true;
+                    }
+                    if ext.cost_ignored && ext.invalid.is_none() {
+                        // The value is not quoted: it is the script's text.
+                        messages::warn(&format!(
+                            "{label} reported a cost_usd that is not a number from 0 to {}; \
+                             it is not counted",
+                            wait::MAX_DOLLARS_TEXT
+                        ));
                     }
                     // §2.3: stop ends the loop whatever else the output asks.
                     let Some(retry_after) = ext.retry_after.filter(|_| !out.stop) else {
@@ -740,7 +749,16 @@ struct Ended {
 fn new_keeper(run_id: &str, root: &Path, opts: &RunOptions) -> Option<Keeper> {
     let dir = checkpoint::dir()?;
     let now = clock::now_ms();
-    checkpoint::prune(&dir, now);
+    if let Err((dir, problem)) = checkpoint::prune(&dir, now) {
+        // Said, not silent: `loopx resume` would otherwise find nothing,
+        // with no word of why (a directory of another user's is refused,
+        // checkpoint.rs; one of ours that lost its privacy was repaired).
+        messages::warn(&format!(
+            "this run cannot be resumed: {} is not used for checkpoints, as {problem}",
+            text::shown(&dir.to_string_lossy())
+        ));
+        return None;
+    }
     let ckpt = Checkpoint::create(&dir, run_id).ok()?;
     let record = checkpoint::Record {
         run_id: run_id.to_string(),

@@ -295,6 +295,12 @@ pub enum Error {
         dir: PathBuf,
         why: String,
     },
+    /// The checkpoint directory (or the `loopx` one above it) is not the
+    /// user's own (checkpoint.rs): nothing in it is read or written.
+    CheckpointDirRefused {
+        dir: PathBuf,
+        why: String,
+    },
     /// stdout was closed under us (e.g. `loopx env list | head -0`).
     StdoutClosed,
     /// loopx was interrupted by a signal: exit 128 + N (§7.3).
@@ -881,6 +887,12 @@ impl fmt::Display for Error {
                 f,
                 "cannot list runs: {} is not used for run state, as {why}; remove it, \
                  or set XDG_RUNTIME_DIR to a private directory of yours",
+                shown(&dir.to_string_lossy())
+            ),
+            Error::CheckpointDirRefused { dir, why } => write!(
+                f,
+                "cannot use {} for resume checkpoints, as {why}; remove it, \
+                 or set XDG_STATE_HOME to a directory of yours",
                 shown(&dir.to_string_lossy())
             ),
             Error::StdoutClosed => f.write_str("stdout is closed"),

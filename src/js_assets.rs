@@ -9,9 +9,11 @@
 
 use std::fs;
 use std::io;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
+use crate::state_file;
 
 /// Relative path and content of every file a script may load. index.js and
 /// helpers.js are ESM `.js` files: the package.json beside them makes Node
@@ -76,12 +78,42 @@ pub fn ensure(dir: &Path) -> Result<(), Error> {
     };
     for (rel, content) in FILES {
         let path = dir.join(rel);
-        if fs::read(&path).is_ok_and(|have| have == *content) {
+        let parent = path.parent().unwrap_or(dir);
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(fail)?;
+        trusted_dirs(dir, parent).map_err(fail)?;
+        // Only a regular file of the user's counts as the helper: another
+        // user's copy, even with the right bytes, could change after this
+        // check (DESIGN.md "Beyond the spec": state files).
+        let have = state_file::read(&path, content.len() as u64);
+        if have.is_ok_and(|have| have == *content) {
             continue;
         }
-        let parent = path.parent().unwrap_or(dir);
-        fs::create_dir_all(parent).map_err(fail)?;
         write_atomically(&path, content).map_err(fail)?;
+    }
+    Ok(())
+}
+
+/// Checks every directory from `loopx/` (two above `dir`, when the path has
+/// cache_dir's shape) down to `parent`: each the user's, and writable by no
+/// one else (state_file::unwritable_by_others). Whoever could write one
+/// could swap a helper, code that runs, after `ensure` checked it.
+fn trusted_dirs(dir: &Path, parent: &Path) -> io::Result<()> {
+    let top = dir
+        .ancestors()
+        .nth(2)
+        .filter(|d| d.file_name() == Some(std::ffi::OsStr::new("loopx")))
+        .unwrap_or(dir);
+    for d in parent.ancestors().take_while(|d| d.starts_with(top)) {
+        if let Err(problem) = state_file::unwritable_by_others(d) {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("{}: {problem}", d.display()),
+            ));
+        }
     }
     Ok(())
 }

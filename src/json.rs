@@ -879,6 +879,18 @@ pub fn number_to_js_string(n: f64) -> String {
     out
 }
 
+/// A number as `JSON.stringify` writes it: [`number_to_js_string`] when
+/// finite, `null` otherwise (JSON has no Infinity or NaN). Every number
+/// loopx writes into JSON goes through here, so what it writes always
+/// parses.
+pub fn number_json(n: f64) -> String {
+    if n.is_finite() {
+        number_to_js_string(n)
+    } else {
+        "null".to_string()
+    }
+}
+
 /// The digits ECMAScript picks for a positive finite `x`, as `d.ddde±x`.
 ///
 /// Rust's `{:e}` gives the shortest length k that round-trips, but when two

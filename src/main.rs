@@ -33,6 +33,7 @@ mod runtime;
 mod script_env;
 mod self_exe;
 mod semver_range;
+mod state_file;
 mod status;
 mod target;
 #[cfg(test)]
@@ -53,7 +54,9 @@ fn main() {
         Ok(()) => 0,
         Err(err) => {
             if !err.is_silent() {
-                let _ = writeln!(io::stderr(), "loopx: error: {err}");
+                // Escaped: an error may quote a file's or a script's text.
+                let text = err.to_string();
+                let _ = writeln!(io::stderr(), "loopx: error: {}", text::terminal_safe(&text));
             }
             err.exit_code()
         }

@@ -7,15 +7,18 @@
 use std::io::{self, Write};
 
 use crate::error::Error;
+use crate::text::terminal_safe;
 
-/// A warning on stderr; a closed stderr is not worth dying for.
+/// A warning on stderr; a closed stderr is not worth dying for. Control
+/// characters other than newlines are escaped (text::terminal_safe).
 pub fn warn(msg: &str) {
-    let _ = writeln!(io::stderr(), "loopx: warning: {msg}");
+    let _ = writeln!(io::stderr(), "loopx: warning: {}", terminal_safe(msg));
 }
 
-/// A line about the run itself (`loopx: stopped: ...`, a retry), on stderr.
+/// A line about the run itself (`loopx: stopped: ...`, a retry), on stderr,
+/// escaped like a warning.
 pub fn notice(msg: &str) {
-    let _ = writeln!(io::stderr(), "loopx: {msg}");
+    let _ = writeln!(io::stderr(), "loopx: {}", terminal_safe(msg));
 }
 
 /// Writes to stdout in one go. A closed stdout ends loopx quietly with the

@@ -43,6 +43,9 @@ const LONGEST: usize = 11;
 pub struct Extensions {
     pub retry_after: Option<RetryAfter>,
     pub cost_usd: Option<f64>,
+    /// `cost_usd` was a number past wait::MAX_DOLLARS or not finite: not
+    /// counted.
+    pub cost_ignored: bool,
     /// The first present field whose value is not valid.
     pub invalid: Option<InvalidField>,
 }
@@ -99,7 +102,8 @@ impl Extensions {
             }
         }
         ext.retry_after = retry_after;
-        ext.cost_usd = cost_usd;
+        ext.cost_ignored = cost_usd == Some(None);
+        ext.cost_usd = cost_usd.flatten();
         ext
     }
 }

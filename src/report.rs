@@ -252,7 +252,8 @@ impl Reporter {
     fn print_note(&mut self, label: &str, text: &str) {
         if !self.noted.iter().any(|(l, t)| l == label && t == text) {
             self.noted.push((label.to_string(), text.to_string()));
-            messages::notice(&format!("note: {label}: {text}"));
+            // One line: the text may quote a script's output (output::notes).
+            messages::notice(&format!("note: {label}: {}", crate::text::shown(text)));
         }
     }
 
@@ -331,10 +332,7 @@ impl Reporter {
                 .num("duration_ms", took.as_millis() as u64)
                 .num("stdout_bytes", stdout_bytes as u64)
                 .raw("output", &output_json)
-                .raw_if(
-                    "cost_usd",
-                    cost_usd.map(json::number_to_js_string).as_deref(),
-                );
+                .raw_if("cost_usd", cost_usd.map(json::number_json).as_deref());
             log.write(line);
         }
         if self.verbose {
@@ -371,7 +369,7 @@ impl Reporter {
             let until = clock::format_ms(u64::try_from(until_ms).unwrap_or(0));
             let line = script_line(log, "wait", run)
                 .str("until", &until)
-                .raw("seconds", &json::number_to_js_string(wait.as_secs_f64()));
+                .raw("seconds", &json::number_json(wait.as_secs_f64()));
             log.write(line);
         }
     }
@@ -424,10 +422,7 @@ impl Reporter {
                     text
                 });
             let line = line
-                .raw_if(
-                    "cost_usd",
-                    cost_usd.map(json::number_to_js_string).as_deref(),
-                )
+                .raw_if("cost_usd", cost_usd.map(json::number_json).as_deref())
                 .raw_if("resume_at", resume_at.as_deref());
             log.write(line);
             log.sync();

@@ -23,7 +23,10 @@ pub fn find(
     target: Option<&str>,
     prefix: Option<&str>,
 ) -> Result<Option<String>, Error> {
-    let found = checkpoint::list(dir);
+    let found = checkpoint::list(dir).map_err(|(dir, problem)| Error::CheckpointDirRefused {
+        dir,
+        why: problem.to_string(),
+    })?;
     let ours = |f: &&Found| resumable(f).is_some_and(|r| r.root == root);
     let available = || found.iter().filter(ours).map(|f| f.id.clone()).collect();
     let Some(prefix) = prefix else {
@@ -40,7 +43,7 @@ pub fn find(
     match matching.as_slice() {
         [one] => Ok(Some(one.id.clone())),
         [] => Err(Error::NothingToResume {
-            what: format!("'{prefix}'"),
+            what: format!("'{}'", crate::text::shown(prefix)),
             available: available(),
         }),
         many => Err(Error::NothingToResume {
@@ -60,7 +63,10 @@ pub fn forget(prefix: Option<&str>) -> Result<(), Error> {
     let Some(dir) = checkpoint::dir() else {
         return crate::messages::print_stdout("no kept runs\n");
     };
-    let found = checkpoint::list(&dir);
+    let found = checkpoint::list(&dir).map_err(|(dir, problem)| Error::CheckpointDirRefused {
+        dir,
+        why: problem.to_string(),
+    })?;
     let ids: Vec<&str> = match prefix {
         None => found
             .iter()

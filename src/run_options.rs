@@ -324,7 +324,7 @@ impl Field {
             Field::Bound(s) => out.opt_num(key, (s.get)(o).as_ref().map(ms)),
             Field::Wait(s) => out.num(key, ms((s.get)(o))),
             Field::Dollars(s) => {
-                let usd = (s.get)(o).map(json::number_to_js_string);
+                let usd = (s.get)(o).map(json::number_json);
                 out.raw(key, usd.as_deref().unwrap_or("null"))
             }
             Field::Switch(s) => out.bool(key, *(s.get)(o)),
@@ -351,8 +351,10 @@ impl Field {
             Field::Count(s) => *(s.get_mut)(o) = n as u64,
             Field::Bound(s) => *(s.get_mut)(o) = Some(ms),
             Field::Wait(s) => *(s.get_mut)(o) = ms,
-            Field::Dollars(s) => *(s.get_mut)(o) = Some(n),
-            Field::Path(_) | Field::Switch(_) => {}
+            // The same bound as `--max-cost` (wait.rs): a saved budget past
+            // it is no budget loopx could have written.
+            Field::Dollars(s) if n <= crate::wait::MAX_DOLLARS => *(s.get_mut)(o) = Some(n),
+            Field::Dollars(_) | Field::Path(_) | Field::Switch(_) => {}
         }
     }
 }

@@ -13,7 +13,7 @@
 
 use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -25,6 +25,7 @@ use crate::error::Error;
 use crate::json::{self, Object, Value};
 use crate::messages;
 use crate::proc::sys;
+use crate::state_file::{self, RECORD_LIMIT};
 use crate::text::shown;
 
 /// What a run is doing, for its status file.
@@ -47,32 +48,11 @@ fn dir_path(uid: u32) -> PathBuf {
     }
 }
 
-/// Why an existing state directory is not safely the user's, so loopx
-/// neither writes into it nor trusts what it holds: in a shared temporary
-/// directory anyone may have made `loopx-<uid>` first. None when private.
-fn not_private(meta: &fs::Metadata, uid: u32) -> Option<String> {
-    let mode = meta.permissions().mode() & 0o7777;
-    if meta.file_type().is_symlink() {
-        Some("it is a symbolic link".to_string())
-    } else if !meta.is_dir() {
-        Some("it is not a directory".to_string())
-    } else if meta.uid() != uid {
-        Some(format!(
-            "it belongs to uid {}, not to you (uid {uid})",
-            meta.uid()
-        ))
-    } else if mode & 0o077 != 0 {
-        Some(format!(
-            "it is open to other users (mode {mode:04o}; loopx needs 0700)"
-        ))
-    } else {
-        None
-    }
-}
-
 /// The state directory, created private to the user if missing; None when
 /// it cannot be made or is not safely ours (someone else's, a symlink, open
-/// to others).
+/// to others: in a shared temporary directory anyone may have made
+/// `loopx-<uid>` first, or planted links in one left open; unlike the
+/// checkpoint directory it is not repaired, and `loopx status` names it).
 pub fn dir() -> Option<PathBuf> {
     let uid = sys::uid();
     let dir = dir_path(uid);
@@ -82,7 +62,7 @@ pub fn dir() -> Option<PathBuf> {
         Err(_) => return None,
     }
     let meta = fs::symlink_metadata(&dir).ok()?;
-    not_private(&meta, uid).is_none().then_some(dir)
+    state_file::dir_problem(&meta, uid).is_none().then_some(dir)
 }
 
 /// The state directory as `loopx status` reads it: None when there is none
@@ -94,9 +74,9 @@ fn dir_to_list() -> Result<Option<PathBuf>, Error> {
     let why = match fs::symlink_metadata(&dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => format!("it cannot be examined ({e})"),
-        Ok(meta) => match not_private(&meta, uid) {
+        Ok(meta) => match state_file::dir_problem(&meta, uid) {
             None => return Ok(Some(dir)),
-            Some(why) => why,
+            Some(problem) => problem.to_string(),
         },
     };
     Err(Error::StateDirNotUsed { dir, why })
@@ -185,7 +165,7 @@ fn replace(tmp: &Path, path: &Path, body: &str) {
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .custom_flags(libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(tmp)
         .and_then(|mut f| f.write_all(body.as_bytes()))
         .and_then(|()| fs::rename(tmp, path));
@@ -388,8 +368,12 @@ fn live_runs(dir: &Path) -> Vec<Live> {
             }
             continue;
         }
-        let raw = fs::read_to_string(&path).unwrap_or_default();
-        match json::parse(&raw) {
+        // Bounded, and never a fifo or a link (state_file.rs): status must
+        // neither hang nor fill memory on a file it did not write.
+        let Ok(raw) = state_file::read(&path, RECORD_LIMIT) else {
+            continue;
+        };
+        match json::parse(&String::from_utf8_lossy(&raw)) {
             Some(value) if alive(&value) => found.push(Live { value }),
             _ => {
                 let _ = fs::remove_file(&path);
@@ -423,11 +407,22 @@ fn resumable_runs() -> Vec<Record> {
     let Some(dir) = checkpoint::dir() else {
         return Vec::new();
     };
-    checkpoint::prune(&dir, clock::now_ms())
-        .into_iter()
-        .filter(|f| !f.live)
-        .filter_map(|f| f.record)
-        .collect()
+    match checkpoint::prune(&dir, clock::now_ms()) {
+        Ok(found) => found
+            .into_iter()
+            .filter(|f| !f.live)
+            .filter_map(|f| f.record)
+            .collect(),
+        Err((dir, problem)) => {
+            // The live runs are still worth listing; the resumable ones
+            // are unknown, and saying nothing would claim there are none.
+            messages::warn(&format!(
+                "resumable runs are not listed: {} is not used for checkpoints, as {problem}",
+                shown(&dir.to_string_lossy())
+            ));
+            Vec::new()
+        }
+    }
 }
 
 /// How and when a resumable run ended: `script_failed (exit 1)`; a run
@@ -455,7 +450,7 @@ fn resumable_json(r: &Record) -> String {
         .str("reason", reason)
         .raw("exit_code", &code)
         .str("ended", &clock::format_ms(u64::try_from(at).unwrap_or(0)))
-        .raw("cost_usd", &json::number_to_js_string(r.cost_usd))
+        .raw("cost_usd", &json::number_json(r.cost_usd))
         .str("resume", &format!("loopx resume {}", r.run_id))
         .finish()
 }
@@ -492,10 +487,15 @@ fn align<const N: usize>(rows: &[[String; N]]) -> String {
         .collect();
     let mut out = String::new();
     for row in rows {
+        // Padded by hand: `format!("{cell:<w$}")` panics on a width past
+        // 65535, and a project path can be longer than that.
         let cells: Vec<String> = row
             .iter()
             .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
+            .map(|(cell, w)| {
+                let pad = w.saturating_sub(cell.chars().count());
+                format!("{cell}{}", " ".repeat(pad))
+            })
             .collect();
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');
@@ -602,28 +602,11 @@ mod tests {
     }
 
     #[test]
-    fn a_state_directory_is_used_only_when_private_to_the_user() {
-        let dir = std::env::temp_dir().join(format!("loopx-status-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let meta = |mode| {
-            fs::set_permissions(&dir, fs::Permissions::from_mode(mode)).unwrap();
-            fs::symlink_metadata(&dir).unwrap()
-        };
-        let me = meta(0o700).uid();
-        assert_eq!(not_private(&meta(0o700), me), None);
-        assert_eq!(
-            not_private(&meta(0o777), me).unwrap(),
-            "it is open to other users (mode 0777; loopx needs 0700)"
-        );
-        assert_eq!(
-            not_private(&meta(0o750), me).unwrap(),
-            "it is open to other users (mode 0750; loopx needs 0700)"
-        );
-        assert_eq!(
-            not_private(&meta(0o700), me + 1).unwrap(),
-            format!("it belongs to uid {me}, not to you (uid {})", me + 1)
-        );
-        fs::remove_dir(&dir).unwrap();
+    fn a_cell_wider_than_a_format_width_is_aligned_without_a_panic() {
+        let long = "p".repeat(70_000);
+        let rows = [[long.clone(), "a".into()], ["b".into(), "c".into()]];
+        let text = align(&rows);
+        assert_eq!(text, format!("{long}  a\nb{}  c\n", " ".repeat(69_999)));
     }
 
     #[test]

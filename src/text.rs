@@ -40,9 +40,41 @@ pub fn format_size(bytes: u64) -> String {
     }
 }
 
+/// A message of loopx's, which may span lines (an error and its hint), as
+/// it goes to the terminal: every control character but the newline is
+/// escaped as [`shown`] escapes it. The last line of defence: a message
+/// built from a file's or a script's text (`stop is ESC[2J`) can neither
+/// clear the screen nor rewrite what was printed before it, even where the
+/// text was not passed through [`shown`].
+pub fn terminal_safe(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() && c != '\n') {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for line in s.split_inclusive('\n') {
+        match line.strip_suffix('\n') {
+            Some(body) => {
+                out.push_str(&shown(body));
+                out.push('\n');
+            }
+            None => out.push_str(&shown(line)),
+        }
+    }
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn terminal_safe_keeps_newlines_and_escapes_every_other_control() {
+        assert!(matches!(terminal_safe("a\nhint: b"), Cow::Borrowed(_)));
+        assert_eq!(
+            terminal_safe("stop is \u{1b}[2J\r\nhint: x\u{7}"),
+            "stop is \\u{1b}[2J\\r\nhint: x\\u{7}"
+        );
+    }
 
     #[test]
     fn shown_escapes_control_characters_only() {

@@ -30,12 +30,28 @@ pub fn retry_after_time(text: &str) -> Result<RetryAfter, String> {
     clock::parse_rfc3339(text).map(RetryAfter::At)
 }
 
-/// A JSON number as `cost_usd`: dollars, at least 0.
-pub fn cost_usd(n: f64) -> Result<f64, String> {
-    if n.is_finite() && n >= 0.0 {
-        Ok(n)
-    } else {
+/// The most dollars loopx counts: the bound of `--max-cost` and of one
+/// script run's `cost_usd`. Why one bound for both: a run ends once its
+/// total reaches `--max-cost`, so before each check the total is below
+/// twice this; and without `--max-cost`, adding at most this to a finite
+/// total never gives Infinity (past 2^1023 it is below half a unit of the
+/// last place). So the total, written to the run log and the checkpoint,
+/// is always a finite number.
+pub const MAX_DOLLARS: f64 = 1e9;
+
+/// `MAX_DOLLARS` as messages write it.
+pub const MAX_DOLLARS_TEXT: &str = "1000000000";
+
+/// A JSON number as `cost_usd`: dollars, at least 0. `Ok(None)` for a
+/// number past [`MAX_DOLLARS`] or not finite (`1e999` reads as Infinity):
+/// not counted, and the engine says so.
+pub fn cost_usd(n: f64) -> Result<Option<f64>, String> {
+    if n.is_nan() || n < 0.0 {
         Err("expected US dollars (a number of at least 0)".to_string())
+    } else if n > MAX_DOLLARS {
+        Ok(None)
+    } else {
+        Ok(Some(n))
     }
 }
 
@@ -129,15 +145,18 @@ pub fn output_retry_after(arg: &str) -> Result<String, String> {
 }
 
 /// US dollars as a command line gives them: a plain decimal number (`5`,
-/// `0.25`), at least 0 (`--max-cost`, `loopx output --cost-usd`).
+/// `0.25`), from 0 to [`MAX_DOLLARS`] (`--max-cost`, `loopx output
+/// --cost-usd`).
 pub fn parse_dollars(arg: &str) -> Result<f64, String> {
     let plain = !arg.is_empty()
         && arg != "."
         && arg.bytes().all(|b| b.is_ascii_digit() || b == b'.')
         && arg.bytes().filter(|&b| b == b'.').count() <= 1;
     match arg.parse::<f64>() {
-        Ok(n) if plain && n.is_finite() => Ok(n),
-        _ => Err("expected US dollars (a number of at least 0, like 0.25)".to_string()),
+        Ok(n) if plain && n <= MAX_DOLLARS => Ok(n),
+        _ => Err(format!(
+            "expected US dollars (a number from 0 to {MAX_DOLLARS_TEXT}, like 0.25)"
+        )),
     }
 }
 
@@ -226,6 +245,19 @@ mod tests {
     }
 
     #[test]
+    fn a_cost_past_the_bound_or_infinite_is_not_counted() {
+        assert_eq!(cost_usd(0.5), Ok(Some(0.5)));
+        assert_eq!(cost_usd(MAX_DOLLARS), Ok(Some(MAX_DOLLARS)));
+        assert_eq!(cost_usd(1e308), Ok(None));
+        assert_eq!(cost_usd(f64::INFINITY), Ok(None));
+        assert!(cost_usd(-1.0).is_err());
+        assert!(cost_usd(f64::NEG_INFINITY).is_err());
+        // The total stays finite, however many script runs add the most.
+        let total = (0..1000).fold(f64::MAX, |t, _| t + MAX_DOLLARS);
+        assert!(total.is_finite());
+    }
+
+    #[test]
     fn loopx_output_values() {
         assert_eq!(output_retry_after("90").as_deref(), Ok("90"));
         assert_eq!(output_retry_after("90s").as_deref(), Ok("90"));
@@ -240,9 +272,22 @@ mod tests {
         }
         assert_eq!(output_cost_usd("0.25").as_deref(), Ok("0.25"));
         assert_eq!(output_cost_usd("3").as_deref(), Ok("3"));
-        for bad in ["", "-1", "1e3", "$1", "1.2.3", ".", "NaN", "inf"] {
+        for bad in [
+            "",
+            "-1",
+            "1e3",
+            "$1",
+            "1.2.3",
+            ".",
+            "NaN",
+            "inf",
+            "1000000000.01",
+        ] {
             assert!(output_cost_usd(bad).is_err(), "{bad:?}");
         }
+        assert_eq!(parse_dollars("1000000000"), Ok(MAX_DOLLARS));
+        let huge = format!("1{}", "0".repeat(300));
+        assert!(parse_dollars(&huge).is_err());
         assert_eq!(dollars(5.129), "$5.13");
         assert_eq!(dollars(0.0), "$0.00");
         assert_eq!(dollars(0.5), "$0.50");

@@ -1212,6 +1212,65 @@ fn a_corrupt_cache_entry_is_replaced() {
 }
 
 #[test]
+fn cache_entries_of_another_user_are_ignored_and_transpiled_again() {
+    // With XDG_CACHE_HOME on shared storage, an entry planted by another
+    // user must not replace a script's code: here every entry holds
+    // another entry's valid text (its check line matches), owned by nobody.
+    if !is_root() {
+        return skip(
+            "cache_entries_of_another_user_are_ignored_and_transpiled_again",
+            "needs root to give files to another user",
+        );
+    }
+    let p = cached_ts_project();
+    run_packaged_node22(&p, &["run", "wf"]).stdout("").run();
+    let entries = cache_entries(&p);
+    let good: Vec<Vec<u8>> = entries.iter().map(|e| fs::read(e).expect("read")).collect();
+    for (i, e) in entries.iter().enumerate() {
+        fs::write(e, &good[(i + 1) % good.len()]).expect("plant");
+        std::os::unix::fs::chown(e, Some(65534), Some(65534)).expect("chown");
+    }
+    fs::remove_file(p.path("got")).expect("rm");
+    run_packaged_node22(&p, &["run", "wf"]).stdout("").run();
+    assert_eq!(p.read("got"), "abab 3 [] true");
+    // A cache directory of another user's: not used at all.
+    let ts = ts_cache(&p);
+    fs::remove_dir_all(&ts).expect("rm cache");
+    fs::create_dir_all(&ts).expect("mkdir");
+    std::os::unix::fs::chown(&ts, Some(65534), Some(65534)).expect("chown");
+    run_packaged_node22(&p, &["run", "wf"]).stdout("").run();
+    assert_eq!(p.read("got"), "abab 3 [] true");
+    assert_eq!(
+        cache_entries(&p),
+        Vec::<PathBuf>::new(),
+        "nothing written there"
+    );
+}
+
+#[test]
+fn standalone_helpers_in_a_directory_of_another_user_are_refused() {
+    if !is_root() {
+        return skip(
+            "standalone_helpers_in_a_directory_of_another_user_are_refused",
+            "needs root to give a directory to another user",
+        );
+    }
+    let p = Project::new();
+    let cache = p.home().join("xdg-cache");
+    p.script("wf", "index.js", &to_sink("\"ok\""));
+    sink(&p, "wf", "got");
+    run_standalone(&p, "wf").env("XDG_CACHE_HOME", &cache).run();
+    let version = cache.join("loopx").join(env!("CARGO_PKG_VERSION"));
+    std::os::unix::fs::chown(&version, Some(65534), Some(65534)).expect("chown");
+    run_standalone(&p, "wf")
+        .env("XDG_CACHE_HOME", &cache)
+        .status(1)
+        .stderr_contains("cannot write loopx's script helpers to")
+        .stderr_contains("belongs to uid 65534")
+        .run();
+}
+
+#[test]
 fn an_unwritable_or_missing_cache_works_from_memory_silently() {
     let p = cached_ts_project();
     // A cache directory that cannot be made by anyone (root included): its

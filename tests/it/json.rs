@@ -109,3 +109,48 @@ fn json_runs_a_megabyte_line() {
     .run();
     assert_eq!(out.stdout.len(), big.len() + 1);
 }
+
+/// `loopx json <args>` with at most `mib` MiB of address space.
+fn json_capped(p: &Project, mib: u64, args: &[&str]) -> Run {
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg(format!("ulimit -v {} && exec \"$0\" \"$@\"", mib * 1024))
+        .arg(crate::util::loopx_bin())
+        .arg("json")
+        .args(args)
+        .current_dir(p.root());
+    crate::util::isolate(&mut cmd, p.home());
+    Run::command(cmd)
+}
+
+#[test]
+fn json_memory_stays_proportional_to_its_input() {
+    // 8 MB of nested arrays took 760 MB as a tree; read in place, it takes
+    // the input and the output.
+    let p = Project::bare();
+    let depth = 4 << 20;
+    let doc = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    let out = json_capped(&p, 128, &["."])
+        .stdin(doc.as_bytes())
+        .stdout_contains("[[[")
+        .run();
+    assert_eq!(out.stdout.len(), 2 * depth + 1);
+    let doc = format!("{}1{}", "{\"a\":".repeat(1 << 20), "}".repeat(1 << 20));
+    json_capped(&p, 128, &[".a.a.a"])
+        .stdin(doc.as_bytes())
+        .stdout_contains("{\"a\":{\"a\":")
+        .run();
+}
+
+#[test]
+fn json_writes_numbers_out_of_range_as_null_and_escapes_controls_on_shared_lines() {
+    let p = Project::bare();
+    p.loopx(&["json", ".n", ".m"])
+        .stdin(br#"{"n":1e999,"m":[-1e999]}"#)
+        .stdout("null\t[null]\n")
+        .run();
+    p.loopx(&["json", "--lines", ".a"])
+        .stdin(b"{\"a\":\"x\\u0000y\\u001b[2J\"}\n")
+        .stdout("x\\x00y\\x1b[2J\n")
+        .run();
+}

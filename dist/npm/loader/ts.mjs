@@ -33,6 +33,14 @@
 //   for 30 days are removed (looked for at most once a day, on a write).
 //   An unwritable or missing cache directory is not an error: the text is
 //   used from memory and nothing is said.
+// - Trust (DESIGN.md "Beyond the spec": state files): an entry is code that
+//   runs, and XDG_CACHE_HOME may be on shared storage. So the cache is used
+//   only while `loopx/` and `loopx/ts/` are directories of the user's own
+//   that no one else can write (one of ours opened to a group, as
+//   Kubernetes' fsGroup does, is closed again); an entry is read only when it is a regular file
+//   of the user's (opened without following a link or waiting on a fifo,
+//   at most MAX_ENTRY bytes). Anything else is ignored: the file is
+//   transpiled again, and not written where others could change it.
 // Builtins come from process.getBuiltinModule (Node >= 22.3): an `import`
 // of one builds its ESM wrapper, ~0.5 ms a script start.
 const fs = process.getBuiltinModule("node:fs");
@@ -44,10 +52,12 @@ const FORMAT = "loopx-ts-1";
 const DAY_MS = 24 * 60 * 60 * 1000;
 const MAX_AGE_MS = 30 * DAY_MS;
 const TRAILER = "\n//loopx-ts-cache:";
+const MAX_ENTRY = 64 * 1024 * 1024;
 
 let tsxLoader; // file: URL of tsx's loader, when the binary named one
 let esbuild; // { transformSync, version } | null, once looked up
 let cacheRoot; // string | null, once computed
+let cacheTrusted; // boolean, once checked
 
 /** Tells this module which tsx is there (register.mjs, from ?tsx=). */
 export function configure({ tsx }) {
@@ -122,17 +132,51 @@ function root() {
   return cacheRoot;
 }
 
-// The entry's text when it is there and intact; null otherwise.
-function read(key) {
+/**
+ * Whether `dir` is a directory of the user's that no one else can write
+ * (made so when it is ours but writable by a group or everyone; a
+ * read-only one stays read-only).
+ */
+export function ownDirectory(dir, uid = process.getuid?.()) {
+  try {
+    const st = fs.lstatSync(dir);
+    if (!st.isDirectory() || st.uid !== uid) return false;
+    if ((st.mode & 0o022) !== 0) fs.chmodSync(dir, st.mode & 0o755);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// The cache directory when it may be used (see "Trust" above), else null.
+function trustedRoot() {
   const dir = root();
+  if (!dir) return null;
+  if (cacheTrusted === undefined || !cacheTrusted) {
+    try {
+      fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    } catch {
+      // Checked below: a directory that is not there is not used.
+    }
+    cacheTrusted = ownDirectory(dirname(dir)) && ownDirectory(dir);
+  }
+  return cacheTrusted ? dir : null;
+}
+
+// The entry's text when it is there, the user's, and intact; null otherwise.
+function read(key) {
+  const dir = trustedRoot();
   if (!dir) return null;
   const path = join(dir, `${key}.js`);
   let text;
   let fd;
   try {
-    fd = fs.openSync(path, "r");
+    const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
+    fd = fs.openSync(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    const st = fs.fstatSync(fd);
+    if (!st.isFile() || st.uid !== process.getuid?.() || st.size > MAX_ENTRY) return null;
     text = fs.readFileSync(fd, "utf8");
-    const { mtimeMs } = fs.fstatSync(fd);
+    const { mtimeMs } = st;
     if (Date.now() - mtimeMs > DAY_MS) {
       try {
         fs.futimesSync(fd, new Date(), new Date());
@@ -153,12 +197,11 @@ function read(key) {
 
 // Stores `body` under `key` (best effort) and returns it.
 function write(key, body) {
-  const dir = root();
+  const dir = trustedRoot();
   if (!dir) return body;
   const temp = join(dir, `.${key}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`);
   try {
-    fs.mkdirSync(dir, { recursive: true });
-    fs.writeFileSync(temp, `${body}${TRAILER}${hash(body)}\n`);
+    fs.writeFileSync(temp, `${body}${TRAILER}${hash(body)}\n`, { flag: "wx", mode: 0o600 });
     fs.renameSync(temp, join(dir, `${key}.js`));
   } catch {
     try {
