@@ -263,4 +263,8 @@ scripts/stress.sh -n "${LOOPX_STRESS_RUNS:-12}" -j 4
 # CPU load: exit 143 every time, nothing left alive. By hand: -n 1000.
 echo "== scripts/stress.sh --shim"
 scripts/stress.sh --shim -n "${LOOPX_SHIM_STRESS_RUNS:-100}" -j 8
+# SIGKILL of loopx itself at random moments, under CPU load: its watcher
+# leaves no process of the run alive.
+echo "== scripts/stress.sh --sigkill"
+scripts/stress.sh --sigkill -n "${LOOPX_SIGKILL_STRESS_RUNS:-100}" -j 8
 echo "== no process left behind"

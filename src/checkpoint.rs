@@ -28,6 +28,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -334,7 +335,8 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
-    fn path(dir: &Path, id: &str) -> PathBuf {
+    /// Where run `id`'s checkpoint is.
+    pub fn path(dir: &Path, id: &str) -> PathBuf {
         dir.join(format!("{id}.ckpt"))
     }
 
@@ -466,6 +468,12 @@ impl Keeper {
 
     pub fn record(&self) -> &Record {
         &self.record
+    }
+
+    /// The locked descriptor. The engine hands a copy to the run's scripts,
+    /// so the lock lives as long as any process of the run does (resume.rs).
+    pub fn lock_fd(&self) -> std::os::fd::RawFd {
+        self.ckpt.file.as_raw_fd()
     }
 
     pub fn save(&mut self, p: &Progress) {

@@ -24,6 +24,7 @@ use crate::proc::shim_parent;
 use crate::proc::signals::Signals;
 use crate::proc::supervisor::{self, Ending, Finished, Supervisor};
 use crate::proc::terminal::Terminal;
+use crate::proc::{descendants, watcher};
 use crate::report::{self, Done, Reporter, ScriptRun};
 use crate::resolve::{self, Resolved};
 use crate::resume;
@@ -356,6 +357,7 @@ impl Loop<'_> {
                         stdout_bytes,
                         Some((&out, structured)),
                         cost,
+                        None,
                     );
                     if let Some(bad) = ext.invalid {
                         return Err(Error::InvalidExtension {
@@ -394,9 +396,30 @@ impl Loop<'_> {
                 }
                 Verdict::Failed(failure) => failure,
             };
-            self.report
-                .script_end(&run, &finished, finished.stdout.len(), None, None);
+            let mark = output::failure_mark(&finished.stdout);
+            self.report.script_end(
+                &run,
+                &finished,
+                finished.stdout.len(),
+                None,
+                None,
+                mark.class.as_deref(),
+            );
             if !failure.retryable || attempt > self.opts.retry {
+                return Err(failure.error);
+            }
+            // A failure the script marked permanent is not retried (read
+            // only with --retry: without it, nothing changes).
+            if mark.permanent {
+                let class = mark
+                    .class
+                    .as_deref()
+                    .map(|c| format!(" ({c})"))
+                    .unwrap_or_default();
+                messages::notice(&format!(
+                    "{label} {}{class}: permanent, not retried",
+                    failure.how
+                ));
                 return Err(failure.error);
             }
             let delay = retry_delay(self.opts.retry_delay, attempt);
@@ -846,6 +869,14 @@ fn run_loop(
     if resumed.is_none() && observer.keeps_checkpoint() {
         ended.keeper = new_keeper(run_id, project_root, opts);
     }
+    // What loopx has below it before its first script is not the run's to
+    // end; nor is the watcher, which ends the run if loopx dies. Every
+    // process of the run inherits a copy of the checkpoint's lock (the
+    // watcher's mark), which a script cannot shed the way it can shed
+    // LOOPX_RUN_ID: resume refuses while any of them lives (resume.rs).
+    let mut spared = descendants::children_now();
+    let watcher = watcher::Watcher::start(ended.keeper.as_ref().map(Keeper::lock_fd));
+    spared.extend(watcher.as_ref().map(watcher::Watcher::pid));
     let active_before = Duration::from_millis(resumed.as_ref().map_or(0, |r| r.active_ms));
     let mut lp = Loop {
         opts,
@@ -876,6 +907,7 @@ fn run_loop(
         started: Instant::now(),
         report,
     };
+    lp.sup.spare(spared);
     let result = lp.iterate(
         &d,
         start,

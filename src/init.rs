@@ -13,8 +13,8 @@
 //!   on what to put there) copied to the project root, unless there.
 //!
 //! Why fetched and not embedded: the ready-made workflows are text that
-//! compresses to about 50 KB, and the static binary has a few KB left of
-//! its 1.5 MB budget (scripts/build-release.sh). Fetching the release's own
+//! compresses to about 50 KB, a share of the static binary's 1.5 MB budget
+//! (scripts/build-release.sh) better left to code. Fetching the release's own
 //! tarball, pinned to this version, gives the same files as `loopx install`
 //! does; `LOOPX_DOWNLOAD_URL` points it at a mirror (air-gapped hosts), as
 //! for install.sh and the npm package. The default workflow is a few lines

@@ -1,6 +1,7 @@
 //! loopx: loop scripts that drive agent CLIs. `main` only dispatches; each
 //! concern lives in its own module.
 
+mod agent;
 mod api;
 mod checkpoint;
 mod cli;
@@ -50,6 +51,9 @@ use cli::Command;
 use error::Error;
 
 fn main() {
+    // The run's watcher is this binary too (proc/watcher.rs): it must not
+    // parse a command line, delegate, or touch a project.
+    proc::watcher::run_if_watcher();
     let code = match dispatch() {
         Ok(()) => 0,
         Err(err) => {
@@ -85,6 +89,7 @@ fn dispatch() -> Result<(), Error> {
         Command::Install(args) => install::install(&args),
         Command::Status { json } => status::list(json),
         Command::Json(query) => json_query::run_stdio(&query),
+        Command::Agent(args) => std::process::exit(agent::run::run(&args)),
         Command::Resume { id, given } => engine::resume(id.as_deref(), |saved| given.apply(saved)),
         Command::Init { workflow } => init::init(workflow.as_deref()),
         Command::Forget { id } => resume::forget(id.as_deref()),

@@ -276,6 +276,52 @@ pub fn to_json_with(out: &Output, extensions: &[(&str, String)]) -> String {
     json
 }
 
+/// A failing script's own word on its failure, from a top-level JSON object
+/// on its stdout (DESIGN.md "Beyond the spec": one general mechanism):
+/// `"permanent": true` means `--retry` cannot help; `"class"` names the
+/// kind of failure (`loopx agent` writes both).
+#[derive(Debug, Default, PartialEq)]
+pub struct FailureMark {
+    pub permanent: bool,
+    pub class: Option<String>,
+}
+
+/// The longest class name kept.
+const CLASS_MAX: usize = 64;
+
+/// Reads a [`FailureMark`] from a failing script's stdout; nothing for
+/// anything but a JSON object. The last of duplicate keys wins.
+pub fn failure_mark(stdout: &[u8]) -> FailureMark {
+    let mut mark = FailureMark::default();
+    let start = stdout
+        .iter()
+        .position(|b| !b" \t\r\n".contains(b))
+        .unwrap_or(stdout.len());
+    if stdout.get(start) != Some(&b'{') {
+        return mark;
+    }
+    let mut found = FailureMark::default();
+    let object = json::scan_top_level(stdout, |key, value| {
+        match json::short_string_at(stdout, key, 9).as_deref() {
+            Some("permanent") => found.permanent = value.kind == Kind::Bool(true),
+            Some("class") if value.kind == Kind::String => {
+                let name = json::string_at(stdout, value.literal());
+                let ok = !name.is_empty()
+                    && name.len() <= CLASS_MAX
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+                found.class = ok.then_some(name);
+            }
+            _ => {}
+        }
+    });
+    if object == Some(true) {
+        mark = found;
+    }
+    mark
+}
+
 /// What a JSON value is, in words, for notes.
 fn kind(k: Kind) -> &'static str {
     match k {
@@ -499,6 +545,35 @@ mod tests {
             r#"{"cost_usd":0.25}"#
         );
     }
+    #[test]
+    fn failure_marks() {
+        let m = |t: &str| failure_mark(t.as_bytes());
+        assert_eq!(
+            m(r#"{"permanent":true,"class":"auth"}"#),
+            FailureMark {
+                permanent: true,
+                class: Some("auth".into())
+            }
+        );
+        assert_eq!(
+            m(r#" {"class":"hung"}"#),
+            FailureMark {
+                permanent: false,
+                class: Some("hung".into())
+            }
+        );
+        assert_eq!(
+            m(r#"{"permanent":"yes","class":"a b"}"#),
+            FailureMark::default()
+        );
+        assert_eq!(
+            m(r#"{"permanent":true,"permanent":false}"#),
+            FailureMark::default()
+        );
+        assert_eq!(m(r#"{"permanent":true} trailing"#), FailureMark::default());
+        assert_eq!(m("permanent"), FailureMark::default());
+    }
+
     use crate::json::Value;
 
     fn p(text: &str) -> Output {

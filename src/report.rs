@@ -73,6 +73,9 @@ pub struct Reporter {
     /// When the current script started.
     script_started: Instant,
     iterations: u64,
+    /// The class the last failed script named (output::failure_mark), shown
+    /// by `loopx status` until the next script starts.
+    last_class: Option<String>,
 }
 
 /// How a script ended, in a few words, for every message that says so:
@@ -187,6 +190,7 @@ impl Reporter {
             started: Instant::now(),
             script_started: Instant::now(),
             iterations: 0,
+            last_class: None,
         })
     }
 
@@ -228,13 +232,15 @@ impl Reporter {
     fn set_status(&mut self, run: &ScriptRun, phase: Phase) {
         if let Some(status) = &mut self.status {
             let now = clock::unix_ms(SystemTime::now());
-            status.update(run.label, run.iteration, run.attempt, phase, now);
+            let class = self.last_class.as_deref();
+            status.update(run.label, run.iteration, run.attempt, phase, now, class);
         }
     }
 
     pub fn script_start(&mut self, run: &ScriptRun) {
         self.script_started = Instant::now();
         self.iterations = run.iteration;
+        self.last_class = None;
         self.set_status(run, Phase::Running);
         if let Some(log) = &mut self.log {
             log.write(script_line(log, "script_start", run));
@@ -305,8 +311,10 @@ impl Reporter {
         stdout_bytes: usize,
         output: Option<(&Output, bool)>,
         cost_usd: Option<f64>,
+        class: Option<&str>,
     ) {
         let took = self.script_started.elapsed();
+        self.last_class = class.map(str::to_string);
         if let Some(log) = &mut self.log {
             let (code, signal) = match f.status {
                 Status::Code(c) => (Some(i64::from(c)), None),
@@ -333,6 +341,11 @@ impl Reporter {
                 .num("stdout_bytes", stdout_bytes as u64)
                 .raw("output", &output_json)
                 .raw_if("cost_usd", cost_usd.map(json::number_json).as_deref());
+            // The class a failing script named (output::failure_mark).
+            let line = match class {
+                Some(c) => line.str("class", c),
+                None => line,
+            };
             log.write(line);
         }
         if self.verbose {

@@ -34,12 +34,22 @@ pub fn find(
             .iter()
             .filter(ours)
             .find(|f| target.map_or(true, |t| resumable(f).is_some_and(|r| r.target == t)));
+        if latest.is_none() {
+            left_over(dir, &found, |r| {
+                r.root == root && target.map_or(true, |t| r.target == t)
+            })?;
+        }
         return Ok(latest.map(|f| f.id.clone()));
     };
     let matching: Vec<&Found> = found
         .iter()
         .filter(|f| f.id.starts_with(prefix) && resumable(f).is_some())
         .collect();
+    if matching.is_empty() {
+        let id_matches = |f: &Found| f.id.starts_with(prefix);
+        let named: Vec<&Found> = found.iter().filter(|f| id_matches(f)).collect();
+        left_over(dir, named, |_| true)?;
+    }
     match matching.as_slice() {
         [one] => Ok(Some(one.id.clone())),
         [] => Err(Error::NothingToResume {
@@ -51,6 +61,28 @@ pub fn find(
             available: many.iter().map(|f| f.id.clone()).collect(),
         }),
     }
+}
+
+/// A run whose lock is held though its loopx is gone (processes it started
+/// live on, LOOPX_RUN_ID shed or not) is busy, not missing: says so.
+fn left_over<'a>(
+    dir: &Path,
+    found: impl IntoIterator<Item = &'a Found>,
+    wanted: impl Fn(&Record) -> bool,
+) -> Result<(), Error> {
+    for f in found.into_iter().filter(|f| f.live) {
+        if !f.record.as_ref().is_some_and(&wanted) {
+            continue;
+        }
+        let pgids = lock_holders(&Checkpoint::path(dir, &f.id));
+        if !pgids.is_empty() {
+            return Err(Error::ResumeBusy {
+                run_id: f.id.clone(),
+                pgids,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// `loopx forget <id>` / `loopx forget --all`: drops kept runs, so there is
@@ -135,10 +167,61 @@ pub fn take(dir: &Path, id: &str) -> Result<(Checkpoint, Record), Error> {
     Checkpoint::take_over(dir, id).map_err(|e| match e.kind() {
         io::ErrorKind::WouldBlock => Error::ResumeBusy {
             run_id: id.to_string(),
-            pgids: Vec::new(),
+            pgids: lock_holders(&Checkpoint::path(dir, id)),
         },
         _ => Error::io(format!("cannot resume run {id}"), e),
     })
+}
+
+/// Who holds the run's lock when it is not loopx: every process of a run
+/// inherits the checkpoint's locked descriptor (engine.rs), which it cannot
+/// shed as it can shed LOOPX_RUN_ID. The process groups of the holders of
+/// `path`; none when a loopx is among them (the run is live, not left
+/// over).
+fn lock_holders(path: &Path) -> Vec<i32> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(want) = fs::metadata(path) else {
+        return Vec::new();
+    };
+    let me = std::process::id().to_string();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut groups = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| *n != me && n.parse::<u32>().is_ok())
+        else {
+            continue;
+        };
+        let Ok(fds) = fs::read_dir(e.path().join("fd")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|fd| {
+            fs::metadata(fd.path()).is_ok_and(|m| m.dev() == want.dev() && m.ino() == want.ino())
+        });
+        if !holds {
+            continue;
+        }
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat.contains(" (loopx) ") {
+            return Vec::new();
+        }
+        if let Some(pgid) = stat_pgid(&stat) {
+            groups.push(pgid);
+        }
+    }
+    groups.sort_unstable();
+    groups.dedup();
+    groups
+}
+
+/// The process group in a /proc/<pid>/stat line.
+fn stat_pgid(stat: &str) -> Option<i32> {
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    rest.split_whitespace().nth(2)?.parse().ok()
 }
 
 /// The process groups of live processes whose environment has

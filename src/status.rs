@@ -99,6 +99,8 @@ struct State {
     attempt: u64,
     phase: Phase,
     since_ms: u64,
+    /// The class the last failed script named, if any.
+    class: Option<String>,
     /// A note on the run as a whole (report::RESTART_STATUS), once made.
     note: Option<&'static str>,
 }
@@ -125,6 +127,10 @@ impl State {
             )
             .str("since", &clock::format_ms(self.since_ms))
             .opt_str("note", self.note);
+        let o = match &self.class {
+            Some(c) => o.str("class", c),
+            None => o,
+        };
         match until {
             Some(until) => o.str("until", &until).finish(),
             None => o.finish(),
@@ -259,8 +265,10 @@ impl StatusFile {
         attempt: u64,
         phase: Phase,
         since_ms: u64,
+        class: Option<&str>,
     ) {
         let state = State {
+            class: class.map(str::to_string),
             script: script.to_string(),
             iteration,
             attempt,
@@ -506,7 +514,7 @@ fn align<const N: usize>(rows: &[[String; N]]) -> String {
 /// One run for `loopx status --json`: the table's columns and a bit more.
 fn as_json_item(v: &Value, now_ms: u64) -> String {
     let started = number_of(v, "run_started_ms");
-    Object::default()
+    let o = Object::default()
         .num("pid", number_of(v, "pid"))
         .str("run_id", text_of(v, "run_id"))
         .str("project", text_of(v, "root"))
@@ -518,8 +526,12 @@ fn as_json_item(v: &Value, now_ms: u64) -> String {
         .str("run_started", text_of(v, "run_started"))
         .str("script_started", text_of(v, "since"))
         .num("elapsed_ms", now_ms.saturating_sub(started))
-        .opt_str("note", Some(text_of(v, "note")).filter(|n| !n.is_empty()))
-        .finish()
+        .opt_str("note", Some(text_of(v, "note")).filter(|n| !n.is_empty()));
+    // The class the last failed script named, while it waits to retry.
+    match text_of(v, "class") {
+        "" => o.finish(),
+        class => o.str("class", class).finish(),
+    }
 }
 
 /// The aligned table of `loopx status`.
@@ -539,7 +551,10 @@ fn table(runs: &[Live], now_ms: u64) -> String {
         let v = &run.value;
         let mut script = shown(text_of(v, "script")).into_owned();
         match text_of(v, "state") {
-            "waiting_to_retry" => script.push_str(" (waiting to retry)"),
+            "waiting_to_retry" => match text_of(v, "class") {
+                "" => script.push_str(" (waiting to retry)"),
+                class => script.push_str(&format!(" (waiting to retry after {})", shown(class))),
+            },
             "waiting" => {
                 let until = text_of(v, "until");
                 // `2026-11-25T14:00:00.000Z` → `2026-11-25T14:00:00Z`

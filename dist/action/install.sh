@@ -15,17 +15,9 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
-# A workflow command's message: %, CR and LF escaped.
-escape() {
-  local s=${1//'%'/'%25'}
-  s=${s//$'\r'/'%0D'}
-  printf '%s' "${s//$'\n'/'%0A'}"
-}
-
-fail() {
-  printf '::error title=loopx::%s\n' "$(escape "$*")"
-  exit 1
-}
+# shellcheck disable=SC1091 # lib.sh is checked on its own
+. "$here/lib.sh"
+check_inputs
 
 version=${INPUT_VERSION:-}
 if [ -z "$version" ]; then
@@ -43,7 +35,5 @@ if ! sh "$root/install.sh" --quiet --version "$version" --dir "$dir"; then
 fi
 
 echo "$dir" >>"${GITHUB_PATH:?GITHUB_PATH is not set}"
-{
-  echo "loopx=$dir/loopx"
-  echo "version=$version"
-} >>"${GITHUB_OUTPUT:?GITHUB_OUTPUT is not set}"
+set_output loopx "$dir/loopx"
+set_output version "$version"

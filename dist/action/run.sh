@@ -19,18 +19,9 @@
 # log-name.
 set -uo pipefail
 
-# A workflow command's message: %, CR and LF escaped.
-escape() {
-  local s=${1//'%'/'%25'}
-  s=${s//$'\r'/'%0D'}
-  printf '%s' "${s//$'\n'/'%0A'}"
-}
-
-# Fails the step before anything ran.
-fail() {
-  printf '::error title=loopx::%s\n' "$(escape "$*")"
-  exit 1
-}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck disable=SC1091 # lib.sh is checked on its own
+. "$here/lib.sh"
 
 sha256() {
   if command -v sha256sum >/dev/null 2>&1; then sha256sum; else shasum -a 256; fi
@@ -108,6 +99,7 @@ human_ms() {
 
 # ---------------------------------------------------------------- the inputs
 
+check_inputs
 target=${INPUT_TARGET:-}
 [ -n "$target" ] || fail "the input target is required (the workflow to run)"
 fail_on_wait=${INPUT_FAIL_ON_WAIT:-false}
@@ -166,7 +158,7 @@ argv+=(${extra[@]+"${extra[@]}"} "$target")
 
 # The loop's scripts see the workflow's environment, not this step's inputs.
 unset "${!INPUT_@}" ACTION_LOOPX ACTION_PATH
-echo "loopx ${argv[*]}"
+printf 'loopx %s\n' "${argv[*]}"
 XDG_STATE_HOME=$state "$loopx" "${argv[@]}"
 code=$?
 
@@ -183,24 +175,23 @@ if [ "$code" = 75 ] || [ "$reason" = wait ]; then
   resume_at=$(resume_time "$end")
 fi
 
-{
-  echo "exit-code=$code"
-  echo "reason=$reason"
-  echo "iterations=$iterations"
-  echo "cost-usd=$cost"
-  echo "resume-at=$resume_at"
-  [ -f "$log" ] && echo "log-path=$log"
-  echo "log-name=$log_name"
-} >>"${GITHUB_OUTPUT:?GITHUB_OUTPUT is not set}"
+set_output exit-code "$code"
+set_output reason "$reason"
+set_output iterations "$iterations"
+set_output cost-usd "$cost"
+set_output resume-at "$resume_at"
+[ ! -f "$log" ] || set_output log-path "$log"
+set_output log-name "$log_name"
 
+r=$(md "${reason:-?}")
 case $code in
-  0) ended="\`${reason:-?}\`, exit 0" ;;
-  75) ended="\`${reason:-?}\`, exit 75: a wait outlasted the budget" ;;
-  124) ended="\`${reason:-?}\`, exit 124: a script timed out with no retry left" ;;
-  *) ended="\`${reason:-?}\`, exit $code" ;;
+  0) ended="$r, exit 0" ;;
+  75) ended="$r, exit 75: a wait outlasted the budget" ;;
+  124) ended="$r, exit 124: a script timed out with no retry left" ;;
+  *) ended="$r, exit $code" ;;
 esac
 {
-  echo "### loopx run \`$target\`"
+  echo "### loopx run $(md "$target")"
   echo
   if [ -z "$end" ]; then
     echo "loopx exited $code before its run log recorded how the run ended: see the step's output."
@@ -208,15 +199,15 @@ esac
     echo "| | |"
     echo "| --- | --- |"
     echo "| Ended | $ended |"
-    echo "| Iterations | $iterations |"
+    echo "| Iterations | $(md "$iterations") |"
     echo "| Time | $(human_ms "${duration_ms:-0}") |"
     if [ -n "$cost" ]; then
-      echo "| Cost | \$$cost |"
+      echo "| Cost | \$$(md "$cost") |"
     else
       echo "| Cost | not reported |"
     fi
-    [ -z "$resume_at" ] || echo "| Resume at | $resume_at |"
-    echo "| Run log | artifact \`$log_name\` |"
+    [ -z "$resume_at" ] || echo "| Resume at | $(md "$resume_at") |"
+    echo "| Run log | artifact $(md "$log_name") |"
   fi
   echo
 } >>"${GITHUB_STEP_SUMMARY:-/dev/null}"

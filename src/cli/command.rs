@@ -37,6 +37,8 @@ pub enum Command {
     },
     /// `loopx json`: values from JSON on stdin.
     Json(json_query::Query),
+    /// `loopx agent`: one agent step (docs/agent.md).
+    Agent(crate::agent::run::Args),
     /// `loopx status [--json]`: the runs alive now.
     Status {
         json: bool,

@@ -8,6 +8,7 @@
 
 use std::ffi::OsString;
 
+use crate::agent::run::Args as AgentArgs;
 use crate::cli::command::{Command, Shell, SHELLS};
 use crate::cli::flags::{self, Doc, Flag, HelpAt, Parsed, Row};
 use crate::cli::run_flags;
@@ -69,6 +70,7 @@ pub static COMMANDS: &[Subcommand] = &[
     FORGET,
     INIT,
     JSON,
+    AGENT,
     RESUME,
     COMPLETIONS,
     API,
@@ -202,18 +204,29 @@ fn parse_output(rest: Vec<OsString>) -> Result<Command, String> {
         out,
         retry_after,
         cost_usd,
+        permanent,
+        class,
     } = a;
-    if out == Output::default() && retry_after.is_none() && cost_usd.is_none() {
+    let permanent = permanent.then(|| "true".to_string());
+    let class = class.map(|c| format!("\"{c}\""));
+    let none =
+        retry_after.is_none() && cost_usd.is_none() && permanent.is_none() && class.is_none();
+    if out == Output::default() && none {
         let all: Vec<String> = OUTPUT_FLAGS.iter().map(|f| f.doc().spec()).collect();
         return Err(format!(
             "loopx output needs at least one of {}",
             all.join(", ")
         ));
     }
-    let extensions = [("retry_after", retry_after), ("cost_usd", cost_usd)]
-        .into_iter()
-        .filter_map(|(k, v)| Some((k, v?)))
-        .collect();
+    let extensions = [
+        ("retry_after", retry_after),
+        ("cost_usd", cost_usd),
+        ("permanent", permanent),
+        ("class", class),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| Some((k, v?)))
+    .collect();
     Ok(Command::Output { out, extensions })
 }
 
@@ -223,6 +236,9 @@ struct OutputArgs {
     pub out: Output,
     pub retry_after: Option<String>,
     pub cost_usd: Option<String>,
+    /// `--permanent` and `--class`: a failing script's word on its failure.
+    pub permanent: bool,
+    pub class: Option<String>,
 }
 
 /// `loopx output` (§4.3); `--retry-after` and `--cost-usd` are the output
@@ -285,6 +301,43 @@ const OUTPUT_FLAGS: &[Flag<OutputArgs>] = &[
         ],
         apply: |a, v| {
             a.cost_usd = Some(crate::wait::output_cost_usd(&lossy(v))?);
+            Ok(())
+        },
+    },
+    Flag {
+        short: None,
+        long: Some("permanent"),
+        value: "",
+        help: &[
+            "For a failing script: its failure is permanent,",
+            "`loopx run --retry` does not run it again",
+        ],
+        apply: |a, _| {
+            a.permanent = true;
+            Ok(())
+        },
+    },
+    Flag {
+        short: None,
+        long: Some("class"),
+        value: "<name>",
+        help: &[
+            "For a failing script: the kind of failure, shown",
+            "in the run log (letters, digits, _ and -)",
+        ],
+        apply: |a, v| {
+            let name = lossy(v);
+            let ok = !name.is_empty()
+                && name.len() <= 64
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            if !ok {
+                return Err(format!(
+                    "expected a name of letters, digits, _ and -, got '{name}'"
+                ));
+            }
+            a.class = Some(name);
             Ok(())
         },
     },
@@ -689,6 +742,188 @@ const JSON_FLAGS: &[Flag<bool>] = &[Flag {
 
 // `loopx resume` (beyond the spec): run's rows but `--resume`.
 
+const AGENT: Subcommand = Subcommand {
+    name: "agent",
+    summary: "Run an agent CLI for one workflow step",
+    forms: &[(
+        "agent [<agent>[,<agent>...]] [options] < prompt",
+        "Run an agent CLI for one workflow step",
+    )],
+    about: "\
+Runs Claude Code, Codex or Gemini CLI (default: $AGENT, else claude) headless
+with loopx's preset, or --cmd, with the prompt on its stdin; prints a line of
+progress per step on stderr, keeps its events, final message, stderr and a
+summary, and exits with the class of its ending. A comma list falls back to
+the next agent on a usage limit. Without --output, stdout is the final
+message. See docs/agent.md.",
+    after: "\
+Exit codes: 0 done; 10 usage_limit, 11 rate_limited, 12 overloaded (waits:
+0 with --output); 20 auth, 21 billing, 22 disabled, 23 permission_denied,
+24 invalid_request, 25 missing (permanent); 30 turn_limit, 31 hung,
+32 crashed; 1 loopx's own error.
+
+Example:
+  exec \"$LOOPX_BIN\" agent --output --done-line LOOP_DONE < PROMPT.md",
+    options: || docs(AGENT_FLAGS),
+    help_at: HelpAt::OptionPosition,
+    operand: Operand::Words(&["claude", "codex", "gemini"]),
+    see: "loopx agent --help",
+    parse: parse_agent,
+    hidden: false,
+};
+
+/// `loopx agent [<agent>[,<agent>...]] [options]` (beyond the spec).
+fn parse_agent(rest: Vec<OsString>) -> Result<Command, String> {
+    let mut args = AgentArgs::default();
+    let Some(positionals) = options(&AGENT, AGENT_FLAGS, rest, &mut args)? else {
+        return Ok(Command::Help("agent"));
+    };
+    match positionals.as_slice() {
+        [] => {}
+        [agents] => args.agents = Some(agents.clone()),
+        [_, extra, ..] => {
+            return Err(format!(
+                "'loopx agent' takes one agent or a comma list, got also '{extra}'"
+            ))
+        }
+    }
+    Ok(Command::Agent(args))
+}
+
+/// `loopx agent`'s options (docs/agent.md).
+const AGENT_FLAGS: &[Flag<AgentArgs>] = &[
+    Flag {
+        short: None,
+        long: Some("cmd"),
+        value: "<command line>",
+        help: &[
+            "Run this command instead of the preset, prompt",
+            "on its stdin ($AGENT_CMD)",
+        ],
+        apply: |a, v| set_once(&mut a.cmd, lossy(v)),
+    },
+    Flag {
+        short: None,
+        long: Some("prompt"),
+        value: "<path>",
+        help: &["Read the prompt from this file (default: stdin)"],
+        apply: |a, v| set_once(&mut a.prompt, v.into()),
+    },
+    Flag {
+        short: None,
+        long: Some("output"),
+        value: "",
+        help: &[
+            "Print loopx structured output for the ending:",
+            "result, retry_after, cost_usd, or the class",
+        ],
+        apply: |a, _| {
+            a.output = true;
+            Ok(())
+        },
+    },
+    Flag {
+        short: None,
+        long: Some("done-line"),
+        value: "<text>",
+        help: &[
+            "With --output: stop the loop when the final",
+            "message has this line",
+        ],
+        apply: |a, v| set_once(&mut a.done_line, lossy(v)),
+    },
+    Flag {
+        short: None,
+        long: Some("dir"),
+        value: "<path>",
+        help: &[
+            "Keep the step's files here",
+            "(default: runs/$LOOPX_RUN_ID)",
+        ],
+        apply: |a, v| set_once(&mut a.dir, v.into()),
+    },
+    Flag {
+        short: None,
+        long: Some("step"),
+        value: "<name>",
+        help: &[
+            "The step's name in its files and sessions",
+            "(default: iteration-$LOOPX_ITERATION)",
+        ],
+        apply: |a, v| set_once(&mut a.step, lossy(v)),
+    },
+    Flag {
+        short: None,
+        long: Some("workdir"),
+        value: "<path>",
+        help: &["Run the agent here (default: $LOOPX_PROJECT_ROOT)"],
+        apply: |a, v| set_once(&mut a.workdir, v.into()),
+    },
+    Flag {
+        short: None,
+        long: Some("allow"),
+        value: "<commands>",
+        help: &[
+            "Commands the agent may run besides git,",
+            "comma-separated (added to $AGENT_ALLOW)",
+        ],
+        apply: |a, v| set_once(&mut a.allow, lossy(v)),
+    },
+    Flag {
+        short: None,
+        long: Some("idle-timeout"),
+        value: "<duration>",
+        help: &[
+            "End the agent after this long without an event",
+            "(class hung; default 10m; $AGENT_IDLE_TIMEOUT)",
+        ],
+        apply: |a, v| {
+            let d = crate::duration::parse(&lossy(v))?;
+            set_once(&mut a.idle_timeout, d)
+        },
+    },
+    Flag {
+        short: None,
+        long: Some("pause-at"),
+        value: "<percent>",
+        help: &[
+            "After a step at this quota utilization or more,",
+            "wait for the reset ($AGENT_PAUSE_AT)",
+        ],
+        apply: |a, v| {
+            let text = lossy(v);
+            let p: f64 = text
+                .parse()
+                .ok()
+                .filter(|p: &f64| *p > 0.0 && *p <= 100.0)
+                .ok_or_else(|| format!("expected a percentage from 1 to 100, got '{text}'"))?;
+            set_once(&mut a.pause_at, p)
+        },
+    },
+    Flag {
+        short: None,
+        long: Some("fresh"),
+        value: "",
+        help: &[
+            "Start a new agent session, never resume one",
+            "($AGENT_FRESH=1)",
+        ],
+        apply: |a, _| {
+            a.fresh = true;
+            Ok(())
+        },
+    },
+];
+
+/// An option given twice is a usage error (§4.2's grammar).
+fn set_once<T>(slot: &mut Option<T>, v: T) -> Result<(), String> {
+    if slot.is_some() {
+        return Err("given twice".into());
+    }
+    *slot = Some(v);
+    Ok(())
+}
+
 const RESUME: Subcommand = Subcommand {
     name: "resume",
     summary: "Carry on a run that stopped early",
@@ -882,7 +1117,7 @@ mod tests {
         assert_eq!(all.len(), COMMANDS.len());
         assert_eq!(
             names(),
-            "run, version, output, env, install, status, forget, init, json, resume, completions"
+            "run, version, output, env, install, status, forget, init, json, agent, resume, completions"
         );
         assert!(find(crate::api::MODE).is_some_and(|c| c.hidden));
     }

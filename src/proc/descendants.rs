@@ -18,6 +18,8 @@ pub struct Proc {
     pub pid: libc::pid_t,
     pub ppid: libc::pid_t,
     pub pgid: libc::pid_t,
+    /// The session (the watcher tells run and foreign sessions apart).
+    pub sid: libc::pid_t,
     /// Exited, not yet reaped: nothing left to signal.
     pub zombie: bool,
 }
@@ -31,10 +33,12 @@ pub fn parse_stat(pid: libc::pid_t, text: &str) -> Option<Proc> {
     let state = fields.next()?;
     let ppid = fields.next()?.parse().ok()?;
     let pgid = fields.next()?.parse().ok()?;
+    let sid = fields.next()?.parse().ok()?;
     Some(Proc {
         pid,
         ppid,
         pgid,
+        sid,
         zombie: matches!(state, "Z" | "X"),
     })
 }
@@ -57,8 +61,16 @@ impl Targets {
 }
 
 /// The live descendants of `root` in `procs`, as groups and single pids;
-/// `skip_group` (the script's own group, signalled already) left out.
-pub fn targets(root: libc::pid_t, skip_group: Option<libc::pid_t>, procs: &[Proc]) -> Targets {
+/// `skip_group` (the script's own group, signalled already) left out, and
+/// the subtrees of the `spared` children of `root` too: children loopx had
+/// before its first script (a `tee` of `2> >(tee log)`) and its watcher
+/// are not the run's to end.
+pub fn targets(
+    root: libc::pid_t,
+    skip_group: Option<libc::pid_t>,
+    spared: &[libc::pid_t],
+    procs: &[Proc],
+) -> Targets {
     let mut children: HashMap<libc::pid_t, Vec<&Proc>> = HashMap::new();
     for p in procs {
         children.entry(p.ppid).or_default().push(p);
@@ -67,22 +79,33 @@ pub fn targets(root: libc::pid_t, skip_group: Option<libc::pid_t>, procs: &[Proc
     let mut todo = vec![root];
     while let Some(pid) = todo.pop() {
         for c in children.get(&pid).into_iter().flatten() {
+            let spare = pid == root && spared.contains(&c.pid);
             // A pid seen twice would mean a cycle in a torn snapshot.
-            if c.pid != root && below.insert(c.pid) {
+            if !spare && c.pid != root && below.insert(c.pid) {
                 todo.push(c.pid);
             }
         }
     }
-    // A group qualifies when no live process outside `below` is in it.
+    grouped(|pid| below.contains(&pid), skip_group, procs)
+}
+
+/// The live processes of a set (`is_in`) as targets: a process group made
+/// only of them is signalled as a whole, others pid by pid.
+pub fn grouped(
+    is_in: impl Fn(libc::pid_t) -> bool,
+    skip_group: Option<libc::pid_t>,
+    procs: &[Proc],
+) -> Targets {
+    // A group qualifies when no live process outside the set is in it.
     let mut foreign: HashSet<libc::pid_t> = HashSet::new();
     for p in procs {
-        if !p.zombie && !below.contains(&p.pid) {
+        if !p.zombie && !is_in(p.pid) {
             foreign.insert(p.pgid);
         }
     }
     let mut t = Targets::default();
     for p in procs {
-        if p.zombie || !below.contains(&p.pid) || Some(p.pgid) == skip_group {
+        if p.zombie || !is_in(p.pid) || Some(p.pgid) == skip_group {
             continue;
         }
         if foreign.contains(&p.pgid) {
@@ -132,11 +155,32 @@ pub fn snapshot() -> Vec<Proc> {
     Vec::new()
 }
 
-/// loopx's live descendants outside `skip_group`, now.
-pub fn find(skip_group: Option<libc::pid_t>) -> Targets {
+/// loopx's live descendants outside `skip_group` and the `spared`
+/// subtrees, now.
+pub fn find(skip_group: Option<libc::pid_t>, spared: &[libc::pid_t]) -> Targets {
     // SAFETY: getpid cannot fail.
     let own = unsafe { libc::getpid() };
-    targets(own, skip_group, &snapshot())
+    targets(own, skip_group, spared, &snapshot())
+}
+
+/// loopx's children now (before its first script: what the shell started
+/// under it, such as the `tee` of a `2> >(tee log)`). Read from the
+/// kernel's list of the main thread's children, else from all of /proc.
+pub fn children_now() -> Vec<libc::pid_t> {
+    // SAFETY: getpid cannot fail.
+    let own = unsafe { libc::getpid() };
+    let listed = std::fs::read_to_string(format!("/proc/{own}/task/{own}/children"));
+    match listed {
+        Ok(text) => text
+            .split_ascii_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect(),
+        Err(_) => snapshot()
+            .iter()
+            .filter(|p| p.ppid == own)
+            .map(|p| p.pid)
+            .collect(),
+    }
 }
 
 /// Sends `sig` to every target.
@@ -162,6 +206,7 @@ mod tests {
             pid,
             ppid,
             pgid,
+            sid: pgid,
             zombie: false,
         }
     }
@@ -170,10 +215,11 @@ mod tests {
     fn stat_fields_are_counted_from_the_last_parenthesis() {
         let text = "4242 (a) b (c)) S 17 4242 4242 0 -1 4194560 120 0 0 0";
         assert_eq!(parse_stat(4242, text), Some(p(4242, 17, 4242)));
+        assert_eq!(parse_stat(7, "7 (x) S 1 7 3 0").map(|p| p.sid), Some(3));
         let zombie = parse_stat(5, "5 (sh) Z 1 5 5 0").expect("parsed");
         assert!(zombie.zombie);
         assert_eq!(parse_stat(5, "5 (sh"), None);
-        assert_eq!(parse_stat(5, "5 (sh) S x 5"), None);
+        assert_eq!(parse_stat(5, "5 (sh) S x 5 5"), None);
     }
 
     #[test]
@@ -190,10 +236,10 @@ mod tests {
             p(301, 300, 300),
             p(400, 1, 400),
         ];
-        let t = targets(100, Some(200), &procs);
+        let t = targets(100, Some(200), &[], &procs);
         assert_eq!(t.groups, [300]);
         assert!(t.pids.is_empty());
-        let t = targets(100, None, &procs);
+        let t = targets(100, None, &[], &procs);
         assert_eq!(t.groups, [200, 300]);
     }
 
@@ -209,7 +255,7 @@ mod tests {
             p(220, 200, 400),
             p(400, 1, 400),
         ];
-        let t = targets(100, Some(200), &procs);
+        let t = targets(100, Some(200), &[], &procs);
         assert!(t.groups.is_empty());
         assert_eq!(t.pids, [210, 220]);
     }
@@ -219,9 +265,26 @@ mod tests {
         let mut z = p(300, 100, 300);
         z.zombie = true;
         let procs = [p(100, 90, 100), z];
-        assert!(targets(100, None, &procs).is_empty());
+        assert!(targets(100, None, &[], &procs).is_empty());
         // loopx leads its own group: the group is never a target.
         let procs = [p(100, 90, 100), p(200, 100, 100)];
-        assert_eq!(targets(100, None, &procs).pids, [200]);
+        assert_eq!(targets(100, None, &[], &procs).pids, [200]);
+    }
+
+    #[test]
+    fn spared_children_and_their_subtrees_are_left_alone() {
+        // loopx 100 had a `tee` 150 (with a child 151) before its first
+        // script 200; its watcher is 160.
+        let procs = [
+            p(100, 90, 100),
+            p(150, 100, 100),
+            p(151, 150, 100),
+            p(160, 100, 160),
+            p(200, 100, 200),
+        ];
+        let t = targets(100, None, &[150, 160], &procs);
+        assert_eq!(t.groups, [200]);
+        assert!(t.pids.is_empty());
+        assert_eq!(targets(100, None, &[], &procs).pids, [150, 151]);
     }
 }

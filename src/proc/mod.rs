@@ -1,6 +1,7 @@
 //! Running scripts as processes: the one poll loop, spawning and process
 //! groups, signals, the shared terminal, descendants that left the group,
-//! and the npm shim's parent watch.
+//! the npm shim's parent watch, and the watcher that outlives a killed
+//! loopx.
 
 pub mod bounded_read;
 pub mod descendants;
@@ -10,3 +11,4 @@ pub mod signals;
 pub mod supervisor;
 pub mod sys;
 pub mod terminal;
+pub mod watcher;

@@ -97,6 +97,8 @@ pub struct Supervisor {
     signals: Signals,
     channel: Option<Channel>,
     terminal: Option<Terminal>,
+    /// loopx's children that are not the run's to end (descendants.rs).
+    spared: Vec<libc::pid_t>,
 }
 
 fn pollfd(fd: RawFd, events: i16) -> libc::pollfd {
@@ -162,7 +164,19 @@ impl Supervisor {
                 line: Vec::new(),
             }),
             terminal,
+            spared: Vec::new(),
         }
+    }
+
+    /// Leaves these children of loopx, and what they start, alone when
+    /// loopx ends a script: those it had before the run (the `tee` of a
+    /// `2> >(tee log)`) and its watcher (watcher.rs).
+    pub fn spare(&mut self, pids: Vec<libc::pid_t>) {
+        self.spared = pids;
+    }
+
+    fn escapees(&self, skip_group: Option<libc::pid_t>) -> descendants::Targets {
+        descendants::find(skip_group, &self.spared)
     }
 
     /// Waits in poll(2) for `fds` (the signal pipe is added first) or the
@@ -409,12 +423,15 @@ impl Supervisor {
         }
         // Escapees too (descendants.rs): those loopx signalled when it ended
         // the script, and any that joined them since.
-        let gone = !process::group_alive(run.pgid) && descendants::find(None).is_empty();
+        let gone = !process::group_alive(run.pgid) && self.escapees(None).is_empty();
         let given_up =
             matches!(run.state, State::Killed { give_up_at } if Instant::now() >= give_up_at);
         if !(gone || given_up) {
             return None;
         }
+        // What loopx ended is reaped now, not left as a zombie for init
+        // (escapees re-parented to loopx, the subreaper, among them).
+        process::reap_all(|_, _| {});
         if let Some(t) = &self.terminal {
             t.restore_modes();
         }
@@ -439,7 +456,7 @@ impl Supervisor {
         } else if ev.repeated_interrupt {
             // A second Ctrl-C means "stop now". The exit code stays that of
             // the first signal.
-            kill(run, Instant::now());
+            self.kill(run, Instant::now());
         }
     }
 
@@ -451,7 +468,7 @@ impl Supervisor {
         if ev.first_interrupt.is_some() {
             self.end_group(run, Ending::Interrupted(sig), 0);
         } else if ev.repeated_interrupt {
-            kill(run, Instant::now());
+            self.kill(run, Instant::now());
         }
     }
 
@@ -474,7 +491,7 @@ impl Supervisor {
             (0, _) => libc::SIGTERM,
             (s, _) => s,
         };
-        descendants::signal(&descendants::find(Some(run.pgid)), escapees);
+        descendants::signal(&self.escapees(Some(run.pgid)), escapees);
         if let Ending::NeedsTerminal(_) = why {
             process::kill_group(run.pgid, libc::SIGCONT);
         }
@@ -588,7 +605,7 @@ impl Supervisor {
             } if now >= at => {
                 self.end_group(run, Ending::TimedOut, libc::SIGTERM);
             }
-            State::Terminating { kill_at } if now >= kill_at => kill(run, now),
+            State::Terminating { kill_at } if now >= kill_at => self.kill(run, now),
             _ => {}
         }
         if run.notice_at.is_some_and(|at| now >= at) {
@@ -604,18 +621,18 @@ impl Supervisor {
             }
         }
     }
-}
 
-/// SIGKILL to the script's group and every other descendant, now.
-fn kill(run: &mut Run, now: Instant) {
-    if let State::Killed { .. } = run.state {
-        return;
+    /// SIGKILL to the script's group and every other descendant, now.
+    fn kill(&self, run: &mut Run, now: Instant) {
+        if let State::Killed { .. } = run.state {
+            return;
+        }
+        process::kill_group(run.pgid, libc::SIGKILL);
+        descendants::signal(&self.escapees(Some(run.pgid)), libc::SIGKILL);
+        run.state = State::Killed {
+            give_up_at: now + KILL_WAIT,
+        };
     }
-    process::kill_group(run.pgid, libc::SIGKILL);
-    descendants::signal(&descendants::find(Some(run.pgid)), libc::SIGKILL);
-    run.state = State::Killed {
-        give_up_at: now + KILL_WAIT,
-    };
 }
 
 /// Ends a sentinel and reaps it; its status if it had died by itself.

@@ -124,6 +124,20 @@ pub fn block_signals_in_this_thread() {
     }
 }
 
+/// The local zone's offset from UTC at `t` (seconds since the epoch), in
+/// seconds east; 0 when the C library cannot tell.
+pub fn utc_offset(t: i64) -> i64 {
+    let t = t as libc::time_t;
+    // SAFETY: localtime_r writes only into the zeroed tm it is given.
+    unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&t, &mut tm).is_null() {
+            return 0;
+        }
+        tm.tm_gmtoff as i64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

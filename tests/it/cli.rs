@@ -781,6 +781,7 @@ fn top_help_lists_every_subcommand_once() {
             "forget",
             "init",
             "json",
+            "agent",
             "resume",
             "completions"
         ]

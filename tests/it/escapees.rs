@@ -146,3 +146,135 @@ fn a_natural_end_leaves_escapees_alone() {
     let esc = escapee(&p);
     assert!(alive(esc.0), "the escapee was killed at a natural end");
 }
+
+/// A script with a background child and a setsid escapee, each recording
+/// its pid, then waiting.
+fn family() -> Project {
+    project(
+        Kind::Setsid,
+        "exec sleep 1000",
+        "sleep 1000 & echo $! > \"$LOOPX_PROJECT_ROOT/child.pid\"\nsleep 1000",
+    )
+}
+
+#[test]
+fn sigkill_of_loopx_leaves_no_process_of_its_run() {
+    // DESIGN.md "Beyond the spec": nothing outlives loopx, even SIGKILL:
+    // the run's watcher ends the script, its children and its escapees.
+    let p = family();
+    let run = p
+        .loopx(&["run", "w"])
+        .signal(libc::SIGKILL)
+        .stdout("")
+        .stderr("")
+        .start();
+    let script = read_pid(&p, "script.pid");
+    let esc = escapee(&p);
+    let child = read_pid(&p, "child.pid");
+    let watcher = watcher_of(run.pid());
+    run.signal(libc::SIGKILL);
+    run.finish();
+    assert_all_gone_within(
+        "the run after loopx was SIGKILLed",
+        &[script, child, esc.0],
+        Duration::from_secs(10),
+    );
+    // Zombies aside (init reaps them): loopx is not their parent any more.
+    assert_all_gone_within(
+        "the script's group",
+        &group_members(script),
+        Duration::from_secs(1),
+    );
+    // Its work done, the watcher exits within a second.
+    let watcher = watcher.expect("loopx had a watcher");
+    assert_all_gone_within("the watcher", &[watcher], Duration::from_secs(1));
+}
+
+#[test]
+fn a_natural_end_reaps_the_watcher_and_leaves_no_zombie() {
+    // One watcher per run, a child of loopx; when loopx ends normally the
+    // watcher exits too, and loopx reaps it.
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        "cat /proc/$PPID/task/$PPID/children > \"$LOOPX_PROJECT_ROOT/kids\"\n",
+    );
+    p.loopx(&["run", "-n", "3", "w"])
+        .stdout("")
+        .stderr("")
+        .run();
+    let kids: Vec<i32> = p
+        .read("kids")
+        .split_whitespace()
+        .map(|k| k.parse().expect("pid"))
+        .collect();
+    assert_eq!(kids.len(), 2, "the script and one watcher: {kids:?}");
+    for k in kids {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{k}")).exists(),
+            "{k} outlived loopx, perhaps as a zombie"
+        );
+    }
+}
+
+#[test]
+fn escapees_loopx_ends_are_reaped_by_loopx_not_left_to_init() {
+    // Under a subreaper that reaps nothing until loopx has exited, a zombie
+    // loopx left behind would be re-parented to it and seen.
+    let p = project(Kind::Setsid, "exec sleep 1000", "sleep 1000");
+    let wrapper = "import ctypes, os, subprocess, sys\n\
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)\n\
+        code = subprocess.run(sys.argv[1:]).returncode\n\
+        me = str(os.getpid())\n\
+        left = []\n\
+        for pid in filter(str.isdigit, os.listdir('/proc')):\n\
+        \x20   try:\n\
+        \x20       st = open('/proc/%s/stat' % pid).read()\n\
+        \x20   except OSError:\n\
+        \x20       continue\n\
+        \x20   f = st[st.rfind(')') + 2:].split()\n\
+        \x20   if f[1] == me:\n\
+        \x20       left.append(pid + ':' + f[0])\n\
+        print(code, ' '.join(left))\n";
+    let mut cmd = std::process::Command::new("python3");
+    cmd.arg("-c")
+        .arg(wrapper)
+        .arg(crate::util::loopx_bin())
+        .args(["run", "--timeout", "1s", "w"])
+        .current_dir(p.root());
+    crate::util::isolate(&mut cmd, p.home());
+    Run::command(cmd)
+        .stdout("124 \n")
+        .stderr("loopx: error: w:index timed out after 1s; its process group was terminated\n")
+        .run();
+    let esc = Escapee(read_pid(&p, "esc.pid"));
+    assert!(!alive(esc.0), "the escapee outlived loopx");
+}
+
+#[test]
+fn a_timeout_spares_the_log_reader_the_shell_started_under_loopx() {
+    // `2> >(tee -a log >&2)`: bash starts tee as a child of what becomes
+    // loopx. Only the script's tree is loopx's to end: tee lives on, so the
+    // retry's output and the final error reach the log and exit is 124.
+    let p = Project::new();
+    p.script("w", "index.sh", "echo attempt >&2\nsleep 1000\n");
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg("\"$0\" run --timeout 1s --retry 1 --retry-delay 0 w 2> >(tee -a log >&2)")
+        .arg(crate::util::loopx_bin())
+        .current_dir(p.root());
+    crate::util::isolate(&mut cmd, p.home());
+    let expected = "attempt\n\
+        loopx: w:index timed out after 1s; retry 1 of 1 in 0s\n\
+        attempt\n\
+        loopx: error: w:index timed out after 1s; its process group was terminated\n";
+    Run::command(cmd)
+        .status(124)
+        .stdout("")
+        .stderr(expected)
+        .run();
+    crate::util::procs::wait_until("tee wrote the log", || {
+        std::fs::read_to_string(p.path("log")).is_ok_and(|l| l == expected)
+    });
+}

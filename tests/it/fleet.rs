@@ -199,7 +199,11 @@ fn step_scripts_and_inline_scripts_pass_shellcheck() {
         );
         files.push((p, "bash"));
     }
-    assert_eq!(files.len(), 2, "install.sh and run.sh");
+    assert_eq!(
+        files.len(),
+        3,
+        "install.sh, run.sh and lib.sh (which both source)"
+    );
     // The `run:` scripts of action.yml and of the example workflow (bash, as
     // Actions runs them), and the init container's `sh -c` script.
     let mut inline: Vec<(String, &str)> = Vec::new();
@@ -594,6 +598,34 @@ struct Job {
     n: RefCell<usize>,
 }
 
+/// GITHUB_OUTPUT as Actions reads it: `name=value` lines, and
+/// `name<<DELIM`, the value's lines, then `DELIM` alone.
+fn parse_outputs(text: &str) -> HashMap<String, String> {
+    let mut outputs = HashMap::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if let Some((k, delim)) = line.split_once("<<") {
+            let mut value: Vec<&str> = Vec::new();
+            loop {
+                let l = lines
+                    .next()
+                    .unwrap_or_else(|| panic!("GITHUB_OUTPUT: {k} never ends ({delim})"));
+                if l == delim {
+                    break;
+                }
+                value.push(l);
+            }
+            outputs.insert(k.to_string(), value.join("\n"));
+            continue;
+        }
+        let (k, v) = line
+            .split_once('=')
+            .unwrap_or_else(|| panic!("not name=value in GITHUB_OUTPUT: {line:?}"));
+        outputs.insert(k.to_string(), v.to_string());
+    }
+    outputs
+}
+
 impl Job {
     fn new(mirror: &Server) -> Job {
         let p = Project::new();
@@ -710,13 +742,7 @@ impl Job {
             run = run.env(k, self.expand(v.as_str().unwrap(), inputs));
         }
         let out = expect(run).run();
-        let mut outputs = HashMap::new();
-        for line in fs::read_to_string(&output).unwrap().lines() {
-            let (k, v) = line
-                .split_once('=')
-                .unwrap_or_else(|| panic!("not name=value in GITHUB_OUTPUT: {line:?}"));
-            outputs.insert(k.to_string(), v.to_string());
-        }
+        let outputs = parse_outputs(&fs::read_to_string(&output).unwrap());
         self.outputs
             .borrow_mut()
             .insert(id.to_string(), outputs.clone());
@@ -798,11 +824,11 @@ fn the_action_installs_a_checksum_verified_loopx_and_runs_a_bash_workflow() {
     assert!(name.starts_with("loopx-log-loop-ok-"), "{name}");
     // The summary: how it ended, iterations, time, cost.
     for line in [
-        "### loopx run `ok`",
-        "| Ended | `stop`, exit 0 |",
+        "### loopx run ok",
+        "| Ended | stop, exit 0 |",
         "| Iterations | 2 |",
         "| Time | ",
-        &format!("| Run log | artifact `{name}` |"),
+        &format!("| Run log | artifact {name} |"),
     ] {
         assert!(run.summary.contains(line), "{line:?} in:\n{}", run.summary);
     }
@@ -906,7 +932,7 @@ fn the_action_succeeds_on_0_and_fails_with_loopx_exit_code_otherwise() {
             reason: "stop",
             stderr: "",
             annotation: "",
-            ended: "| Ended | `stop`, exit 0 |",
+            ended: "| Ended | stop, exit 0 |",
         },
         Case {
             target: "fails",
@@ -915,7 +941,7 @@ fn the_action_succeeds_on_0_and_fails_with_loopx_exit_code_otherwise() {
             reason: "script_failed",
             stderr: "loopx: error: script fails:index exited with code 3",
             annotation: "::error title=loopx::loopx run fails failed with exit 1 (script_failed)\n",
-            ended: "| Ended | `script_failed`, exit 1 |",
+            ended: "| Ended | script\\_failed, exit 1 |",
         },
         Case {
             target: "hangs",
@@ -924,7 +950,7 @@ fn the_action_succeeds_on_0_and_fails_with_loopx_exit_code_otherwise() {
             reason: "timed_out",
             stderr: "loopx: error: hangs:index timed out after 1s",
             annotation: "::error title=loopx::loopx run hangs failed with exit 124 (a script timed out with no retry left)\n",
-            ended: "| Ended | `timed_out`, exit 124: a script timed out with no retry left |",
+            ended: "| Ended | timed\\_out, exit 124: a script timed out with no retry left |",
         },
     ];
     for c in cases {
@@ -1206,4 +1232,113 @@ fn the_example_matrix_runs_each_loop_through_the_action_and_keeps_its_state() {
     assert_eq!(steps[save]["with"]["path"], state);
     assert_eq!(steps[save]["with"]["key"], steps[restore]["with"]["key"]);
     assert_eq!(steps[save]["if"], "always()");
+}
+
+#[test]
+fn the_action_refuses_a_control_character_in_any_input_before_anything_runs() {
+    // A newline in an input would add a step output (`log-path=/etc/shadow`
+    // then feeds the upload step), a summary line or a workflow command.
+    let server = mirror();
+    let job = job_with_workflows(&server);
+    let hostile = "ok\nlog-path=/etc/shadow";
+    let shown = "ok%0Alog-path=/etc/shadow";
+    for (step, input, value, name_shown) in [
+        ("run", "target", hostile, shown),
+        ("run", "log-name", hostile, shown),
+        (
+            "run",
+            "agent",
+            "claude\n::error::boom",
+            "claude%0A::error::boom",
+        ),
+        ("run", "args", "-v\r::warning::x", "-v%0D::warning::x"),
+        ("run", "max-time", "1m\u{1b}[2J", "1m%1B[2J"),
+        (
+            "install",
+            "version",
+            "0.1.0\nloopx=/tmp/evil",
+            "0.1.0%0Aloopx=/tmp/evil",
+        ),
+    ] {
+        let mut inputs = vec![(input, value)];
+        if input != "target" && step == "run" {
+            inputs.push(("target", "ok"));
+        }
+        // The annotation shows the value escaped (`%0A`); in the workflow
+        // command itself that `%` is `%25`, as Actions' escaping wants.
+        let expected = format!(
+            "::error title=loopx::the input {input} holds a control character: '{}'\n",
+            name_shown.replace('%', "%25")
+        );
+        let out = job.step(step, &inputs, |r| r.status(1).stdout(&expected));
+        assert!(out.outputs.is_empty(), "{input}: {:?}", out.outputs);
+        assert_eq!(out.summary, "", "{input}");
+    }
+    assert!(!job.p.exists("count"), "nothing ran");
+}
+
+#[test]
+fn the_action_writes_hostile_text_into_outputs_and_summary_safely() {
+    // No control characters, but Markdown, HTML and a workflow command in
+    // the target and the log name: the outputs keep them whole (one value
+    // each, in delimited form), the summary shows them escaped, and no line
+    // of the step's output starts with them.
+    let server = mirror();
+    let job = job_with_workflows(&server);
+    let target = "::error::x*y_z|<b>`[l](u)`";
+    let log_name = "::warning::n|*a*";
+    let step = job.step("run", &[("target", target), ("log-name", log_name)], |r| {
+        r.status(1)
+            .stdout_contains("::error title=loopx::loopx run ::error::x")
+            .stderr_contains("loopx: error:")
+    });
+    assert_eq!(step.outputs["log-name"], log_name);
+    assert_eq!(step.outputs["exit-code"], "1");
+    for line in step.out.stdout.lines() {
+        assert!(
+            !line.starts_with("::error::") && !line.starts_with("::warning::"),
+            "raw user text at the start of a line: {line:?}"
+        );
+    }
+    let summary = &step.summary;
+    assert!(
+        summary.contains("### loopx run ::error::x\\*y\\_z\\|&lt;b&gt;\\`\\[l\\](u)\\`\n"),
+        "{summary}"
+    );
+    assert!(
+        !summary.contains("<b>") && !summary.contains("|*"),
+        "{summary}"
+    );
+    let raw = fs::read_dir(&job.files)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("output-"))
+        .map(|e| fs::read_to_string(e.path()).unwrap())
+        .collect::<String>();
+    assert!(raw.lines().all(|l| !l.starts_with("log-path=/")), "{raw}");
+}
+
+#[test]
+fn pods_run_without_privileges_or_an_api_token() {
+    for file in ["kubernetes-indexed-job.yml", "kubernetes-cronjob.yml"] {
+        let pod = &job_spec(file)["template"]["spec"];
+        assert_eq!(pod["automountServiceAccountToken"], false, "{file}");
+        let sc = &pod["securityContext"];
+        assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault", "{file}");
+        assert_eq!(sc["runAsNonRoot"], true, "{file}");
+        // Checkpoints live on the claim, which fsGroup makes writable.
+        assert_eq!(sc["fsGroup"], 1000, "{file}");
+        let containers = pod["containers"].as_array().unwrap().iter();
+        let init = pod["initContainers"].as_array().into_iter().flatten();
+        for c in containers.chain(init) {
+            let name = &c["name"];
+            let csc = &c["securityContext"];
+            assert_eq!(csc["allowPrivilegeEscalation"], false, "{file} {name}");
+            assert_eq!(
+                csc["capabilities"]["drop"],
+                serde_json::json!(["ALL"]),
+                "{file} {name}"
+            );
+        }
+    }
 }

@@ -4,6 +4,7 @@
 
 mod util;
 
+mod agent_cmd;
 mod agents;
 mod api;
 mod cli;

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::util::procs::{alive, group_members, read_pid, wait_until};
+use crate::util::procs::{alive, group_members, read_pid, wait_until, watcher_of};
 use crate::util::*;
 
 /// Where the project's runs keep their checkpoints (Project gives each
@@ -165,6 +165,11 @@ fn a_run_killed_with_sigkill_is_resumed_once_its_scripts_are_gone() {
     );
     let run = p.loopx(&["run", "w"]).signal(libc::SIGKILL).start();
     let pgid = read_pid(&p, "b.pid");
+    // Loopx and its watcher both die at once (an OOM kill of both, say),
+    // so nothing ends the script.
+    let watcher = watcher_of(run.pid()).expect("loopx has a watcher");
+    // SAFETY: killing the watcher of this test's own run.
+    unsafe { libc::kill(watcher, libc::SIGKILL) };
     run.signal(libc::SIGKILL);
     wait_until("loopx is gone", || {
         fs::read_to_string(format!("/proc/{}/stat", run.pid()))
@@ -249,4 +254,57 @@ fn a_wait_that_outlasts_the_budget_stays_resumable_until_the_same_time() {
         .stderr_contains("w:index asked to wait until")
         .run();
     assert_eq!(lines(&p, "log"), ["index 0", "index 1"]);
+}
+
+#[test]
+fn resume_refuses_while_a_process_of_the_run_lives_even_one_without_the_run_id() {
+    // A failed run's script left a background job that dropped
+    // LOOPX_RUN_ID from its environment. It still holds the run's lock (an
+    // inherited descriptor), so resume refuses, naming its group, rather
+    // than run the same step a second time beside it.
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        "if [ ! -e \"$LOOPX_PROJECT_ROOT/once\" ]; then\n\
+           touch \"$LOOPX_PROJECT_ROOT/once\"\n\
+           env -u LOOPX_RUN_ID setsid sleep 1000 </dev/null >/dev/null 2>&1 &\n\
+           echo $! > \"$LOOPX_PROJECT_ROOT/bg.pid\"\n\
+           exit 2\n\
+         fi\n\
+         printf '{\"stop\":true}'\n",
+    );
+    p.loopx(&["run", "w"])
+        .status(1)
+        .stdout("")
+        .stderr_contains("w:index")
+        .run();
+    let bg = read_pid(&p, "bg.pid");
+    let _end = KillOnDrop(bg);
+    wait_until("the job dropped the run id", || {
+        fs::read(format!("/proc/{bg}/environ"))
+            .is_ok_and(|e| !e.windows(12).any(|w| w == b"LOOPX_RUN_ID"))
+    });
+    p.loopx(&["resume"])
+        .status(1)
+        .stdout("")
+        .stderr_contains(&format!("process group {bg}"))
+        .run();
+    // SAFETY: ending the job this test's run left behind.
+    unsafe { libc::kill(bg, libc::SIGKILL) };
+    wait_until("the job is gone", || !alive(bg));
+    p.loopx(&["resume"]).stdout("").run();
+}
+
+/// Kills a process the test's run left behind when the test ends, passed
+/// or failed.
+struct KillOnDrop(i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if alive(self.0) {
+            // SAFETY: signalling a process this test's script started.
+            unsafe { libc::kill(self.0, libc::SIGKILL) };
+        }
+    }
 }

@@ -211,3 +211,42 @@ fn execve_path_the_shim_becomes_loopx_and_sigterm_ends_the_run() {
     run.finish();
     assert_group_gone(pgid);
 }
+
+#[test]
+fn execve_path_sigkill_of_the_loopx_command_leaves_no_process_of_the_run() {
+    // On Node >= 22.15 the npm `loopx` command is the binary itself: a
+    // SIGKILL of it is a SIGKILL of loopx, and the run's watcher ends the
+    // script, its child and its setsid escapee.
+    let node = node22();
+    if !has_execve(&node) {
+        skip(
+            "execve_path_sigkill_of_the_loopx_command_leaves_no_process_of_the_run",
+            "LOOPX_TEST_NODE22 is older than 22.15 (no process.execve)",
+        );
+        return;
+    }
+    let p = project(
+        "sleep 1000 & echo $! > \"$LOOPX_PROJECT_ROOT/child.pid\"\n\
+         setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! > \"$LOOPX_PROJECT_ROOT/esc.pid\"",
+    );
+    let run = shim_run(&p, &node, None)
+        .signal(libc::SIGKILL)
+        .stdout("")
+        .stderr("")
+        .start();
+    let pgid = read_pid(&p, "script.pgid");
+    let loopx = read_pid(&p, "loopx.pid");
+    let child = read_pid(&p, "child.pid");
+    let esc = read_pid(&p, "esc.pid");
+    wait_until("heartbeat", || size(&p.path("hb")) > 0);
+    assert_eq!(loopx, run.pid(), "the shim replaced itself with loopx");
+    run.signal(libc::SIGKILL);
+    run.finish();
+    let mut pids = vec![child, esc];
+    pids.extend(group_members(pgid));
+    assert_all_gone_within(
+        "the run after its loopx was SIGKILLed",
+        &pids,
+        Duration::from_secs(10),
+    );
+}

@@ -252,3 +252,32 @@ pub fn run_program_on_pty(p: &Project, argv: &[String], steps: &[(&str, &str)]) 
         transcript: rest.to_string(),
     }
 }
+
+/// The run's watcher (src/proc/watcher.rs): loopx's child named
+/// `loopx-watcher`, if it has one.
+pub fn watcher_of(loopx: i32) -> Option<i32> {
+    let kids = fs::read_to_string(format!("/proc/{loopx}/task/{loopx}/children")).ok()?;
+    kids.split_whitespace()
+        .filter_map(|k| k.parse().ok())
+        .find(|k: &i32| {
+            fs::read_to_string(format!("/proc/{k}/comm")).is_ok_and(|c| c.trim() == "loopx-watcher")
+        })
+}
+
+/// Waits up to `limit` until none of `pids` is alive; SIGKILLs what is left
+/// and fails otherwise, naming it.
+#[track_caller]
+pub fn assert_all_gone_within(what: &str, pids: &[i32], limit: Duration) {
+    let start = Instant::now();
+    while pids.iter().any(|&p| alive(p)) {
+        if start.elapsed() > limit {
+            let left: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+            for &p in &left {
+                // SAFETY: ending a process the test's own run started.
+                unsafe { libc::kill(p, libc::SIGKILL) };
+            }
+            panic!("{what}: still alive after {limit:?}: {left:?}");
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,497 @@
+//! The watcher: nothing outlives loopx (DESIGN.md "Beyond the spec"). When
+//! loopx itself dies without ending its run (SIGKILL, the OOM killer, a
+//! crash), the script and what it started would run on unsupervised. So
+//! each run starts one small process, a fresh copy of loopx in a mode of its
+//! own, that waits on a pipe whose write end only loopx holds:
+//! - loopx ends normally: it writes one byte and reaps the watcher, which
+//!   exits without touching anything (a natural end leaves background
+//!   processes be, README "Signals and process groups");
+//! - loopx dies: the pipe reaches end-of-file without that byte, and the
+//!   watcher ends the run's processes as loopx would have: SIGTERM, the
+//!   grace period of §7.3, then SIGKILL; then it exits.
+//!
+//! Which processes are the run's, once loopx is gone and its children have
+//! been re-parented: every script inherits one descriptor of loopx's, the
+//! mark (the checkpoint's locked descriptor, resume.rs; without a
+//! checkpoint, the pipe's read end), and so does what it starts, setsid escapees and double-forked daemons
+//! included; from those, their descendants, and the members of process
+//! groups and sessions they are in (never loopx's own group or session,
+//! which hold its shell and the user's other jobs). Processes that existed
+//! before the run (a `tee` of `2> >(tee log)`) hold no mark and are left be.
+//!
+//! Linux only (it reads /proc); elsewhere no watcher starts.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::raw::c_char;
+use std::time::{Duration, Instant};
+
+use crate::proc::descendants::{self, Proc};
+use crate::proc::supervisor::GRACE;
+
+/// argv[0] of a watcher: what `main` looks for before anything else.
+const NAME: &str = "loopx-watcher";
+
+/// The lowest descriptor number the mark takes in scripts: above the
+/// 0–9 that scripts redirect themselves (`exec 3>file`).
+const MARK_MIN_FD: libc::c_int = 10;
+
+/// How often the watcher looks again while it ends the run.
+const TICK: Duration = Duration::from_millis(25);
+
+/// After SIGKILL, how long to wait for the kernel to finish the processes.
+const KILL_WAIT: Duration = Duration::from_secs(2);
+
+/// loopx's side of a running watcher.
+pub struct Watcher {
+    pid: libc::pid_t,
+    /// The write end; only loopx holds it (close-on-exec).
+    alive: Option<OwnedFd>,
+    /// The mark, inherited by every script (not close-on-exec).
+    mark: Option<OwnedFd>,
+}
+
+impl Watcher {
+    /// Starts the watcher of this run; `lock` is the checkpoint's locked
+    /// descriptor, if the run keeps one: its copy is the mark. None when
+    /// it cannot start (no /proc, spawn failed): the run goes on unwatched,
+    /// as before watchers existed.
+    pub fn start(lock: Option<RawFd>) -> Option<Watcher> {
+        if !cfg!(target_os = "linux") {
+            return None;
+        }
+        let (read, alive) = pipe().ok()?;
+        let mark = dup_inheritable(lock.unwrap_or(read.as_raw_fd())).ok()?;
+        let pid = spawn(read.as_raw_fd(), mark.as_raw_fd()).ok()?;
+        Some(Watcher {
+            pid,
+            alive: Some(alive),
+            mark: Some(mark),
+        })
+    }
+
+    pub fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+}
+
+impl Drop for Watcher {
+    /// The run is over: tells the watcher so, and reaps it. A panic skips
+    /// this (the watcher then ends what is left, as after a crash).
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        self.mark = None;
+        if let Some(fd) = self.alive.take() {
+            // SAFETY: writing one byte from a static buffer to our pipe.
+            unsafe {
+                libc::write(fd.as_raw_fd(), b"x".as_ptr().cast(), 1);
+            }
+        }
+        reap(self.pid, Duration::from_secs(1));
+    }
+}
+
+/// Waits up to `limit` for the watcher to exit and reaps it; one stopped
+/// or stuck is left to init rather than holding loopx's exit.
+fn reap(pid: libc::pid_t, limit: Duration) {
+    let until = Instant::now() + limit;
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid on our own child with a valid status pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        // Reaped, or already reaped by the supervisor's reap_all.
+        if r != 0 || Instant::now() >= until {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// A close-on-exec pipe: (read end, write end).
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 writes two fresh descriptors into `fds`.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned here.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// A copy of `fd` that children inherit, at `MARK_MIN_FD` or above when the
+/// descriptor limit allows.
+fn dup_inheritable(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD on a descriptor the caller owns returns a fresh one
+    // (without FD_CLOEXEC), owned here.
+    unsafe {
+        let mut copy = libc::fcntl(fd, libc::F_DUPFD, MARK_MIN_FD);
+        if copy < 0 {
+            copy = libc::fcntl(fd, libc::F_DUPFD, 3);
+        }
+        if copy < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(OwnedFd::from_raw_fd(copy))
+    }
+}
+
+/// What the watcher is told on its command line: the pipe's read end, the
+/// mark's device and inode, and loopx's pid, process group and session.
+#[derive(Debug, PartialEq, Eq)]
+struct Orders {
+    pipe: RawFd,
+    mark: (u64, u64),
+    loopx: libc::pid_t,
+    pgid: libc::pid_t,
+    sid: libc::pid_t,
+}
+
+fn ids() -> [libc::pid_t; 3] {
+    // SAFETY: getpid, getpgid(0) and getsid(0) ask about this process.
+    unsafe { [libc::getpid(), libc::getpgid(0), libc::getsid(0)] }
+}
+
+/// Starts the watcher: this binary again (/proc/self/exe), argv[0]
+/// `loopx-watcher`, in a process group of its own (a Ctrl-C or a signal to
+/// loopx's group must not end it), in `/`, with /dev/null for stdio (it
+/// must hold neither loopx's stdout nor its terminal). `pipe` is
+/// close-on-exec: the watcher gets it as the copy at `mark` when there is
+/// no checkpoint, else as a copy made here.
+fn spawn(pipe: RawFd, mark: RawFd) -> io::Result<libc::pid_t> {
+    let [pid, pgid, sid] = ids();
+    let (dev, ino) = file_id(mark);
+    let inherited = dup_inheritable(pipe)?;
+    let args: Vec<CString> = [
+        NAME.to_string(),
+        inherited.as_raw_fd().to_string(),
+        dev.to_string(),
+        ino.to_string(),
+        pid.to_string(),
+        pgid.to_string(),
+        sid.to_string(),
+    ]
+    .into_iter()
+    .map(|a| CString::new(a).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput)))
+    .collect::<io::Result<_>>()?;
+    let mut argv: Vec<*const c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let envp: [*const c_char; 1] = [std::ptr::null()];
+    let exe = c"/proc/self/exe";
+    let null = c"/dev/null";
+    let root = c"/";
+    let mut child: libc::pid_t = 0;
+    // SAFETY: the attribute and action objects are initialised before use
+    // and destroyed after; every pointer handed over lives until
+    // posix_spawn returns.
+    unsafe {
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+        libc::posix_spawnattr_init(&mut attr);
+        libc::posix_spawn_file_actions_init(&mut actions);
+        for fd in 0..3 {
+            libc::posix_spawn_file_actions_addopen(
+                &mut actions,
+                fd,
+                null.as_ptr(),
+                libc::O_RDWR,
+                0,
+            );
+        }
+        libc::posix_spawn_file_actions_addchdir_np(&mut actions, root.as_ptr());
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::posix_spawnattr_setsigmask(&mut attr, &empty);
+        libc::posix_spawnattr_setpgroup(&mut attr, 0);
+        let flags = libc::POSIX_SPAWN_SETPGROUP | libc::POSIX_SPAWN_SETSIGMASK;
+        libc::posix_spawnattr_setflags(&mut attr, flags as _);
+        let r = libc::posix_spawn(
+            &mut child,
+            exe.as_ptr(),
+            &actions,
+            &attr,
+            argv.as_ptr() as *const *mut c_char,
+            envp.as_ptr() as *const *mut c_char,
+        );
+        libc::posix_spawn_file_actions_destroy(&mut actions);
+        libc::posix_spawnattr_destroy(&mut attr);
+        if r != 0 {
+            return Err(io::Error::from_raw_os_error(r));
+        }
+    }
+    Ok(child)
+}
+
+/// The orders in a watcher's argv, or None when this process is not one.
+fn orders(args: &[std::ffi::OsString]) -> Option<Orders> {
+    let [name, pipe, dev, ino, loopx, pgid, sid] = args else {
+        return None;
+    };
+    if name != NAME {
+        return None;
+    }
+    let num = |s: &std::ffi::OsString| s.to_str()?.parse().ok();
+    let id = |s: &std::ffi::OsString| s.to_str()?.parse().ok();
+    Some(Orders {
+        pipe: num(pipe)?,
+        mark: (id(dev)?, id(ino)?),
+        loopx: num(loopx)?,
+        pgid: num(pgid)?,
+        sid: num(sid)?,
+    })
+}
+
+/// Called first thing in `main`: when this process is a watcher, does the
+/// watcher's work and exits; otherwise returns at once.
+pub fn run_if_watcher() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let Some(orders) = orders(&args) else {
+        return;
+    };
+    settle(orders.pipe);
+    if loopx_died(orders.pipe) {
+        end_the_run(&orders);
+    }
+    std::process::exit(0);
+}
+
+/// The watcher's own setup: a name of its own (so `pkill -x loopx` does not
+/// take it along), deaf to the signals that end loopx, holding no
+/// descriptor but the mark and /dev/null.
+fn settle(pipe: RawFd) {
+    // SAFETY: prctl with a NUL-terminated name; sigaction with a zeroed,
+    // valid struct setting SIG_IGN; closing descriptors this fresh process
+    // inherited and does not use.
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, c"loopx-watcher".as_ptr(), 0, 0, 0);
+        let mut ignore: libc::sigaction = std::mem::zeroed();
+        ignore.sa_sigaction = libc::SIG_IGN;
+        libc::sigemptyset(&mut ignore.sa_mask);
+        for sig in crate::proc::signals::ENDING.iter().chain(&[
+            libc::SIGTSTP,
+            libc::SIGTTIN,
+            libc::SIGTTOU,
+            libc::SIGPIPE,
+        ]) {
+            libc::sigaction(*sig, &ignore, std::ptr::null_mut());
+        }
+        for fd in open_fds() {
+            if fd > 2 && fd != pipe {
+                libc::close(fd);
+            }
+        }
+    }
+}
+
+/// The descriptors this process has open.
+fn open_fds() -> Vec<RawFd> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Waits for loopx's word: true when the pipe ended without it (loopx
+/// died), false when loopx said the run is over.
+fn loopx_died(pipe: RawFd) -> bool {
+    let mut byte = 0u8;
+    loop {
+        // SAFETY: reading one byte into a local.
+        let n = unsafe { libc::read(pipe, (&mut byte as *mut u8).cast(), 1) };
+        if n >= 0 {
+            return n == 0;
+        }
+        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return false;
+        }
+    }
+}
+
+/// Ends the run's processes: SIGTERM (and SIGCONT, for stopped ones) to
+/// each as it is found, SIGKILL once the grace period is over; done when
+/// none is left, or the kernel has had `KILL_WAIT` to finish them.
+fn end_the_run(orders: &Orders) {
+    let start = Instant::now();
+    let mut termed: Vec<libc::pid_t> = Vec::new();
+    // SAFETY: closing the watcher's own pipe, which it needs no more (and
+    // which may be the mark).
+    unsafe {
+        libc::close(orders.pipe);
+    }
+    loop {
+        let procs = descendants::snapshot();
+        // SAFETY: getpid cannot fail.
+        let me = unsafe { libc::getpid() };
+        let run = run_processes(&procs, &marked(orders.mark), orders, me);
+        if run.is_empty() {
+            return;
+        }
+        let late = start.elapsed() >= GRACE;
+        if late && start.elapsed() >= GRACE + KILL_WAIT {
+            return;
+        }
+        let is_run = |pid| run.binary_search(&pid).is_ok();
+        if late {
+            descendants::signal(&descendants::grouped(is_run, None, &procs), libc::SIGKILL);
+        } else {
+            // SIGTERM once to each, as it is found.
+            let fresh = |pid| is_run(pid) && !termed.contains(&pid);
+            let t = descendants::grouped(fresh, None, &procs);
+            descendants::signal(&t, libc::SIGTERM);
+            descendants::signal(&t, libc::SIGCONT);
+            termed.extend_from_slice(&run);
+        }
+        std::thread::sleep(TICK);
+    }
+}
+
+/// What `fd` is open on, as (device, inode).
+fn file_id(fd: RawFd) -> (u64, u64) {
+    // SAFETY: fstat into a zeroed stat struct.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) != 0 {
+            return (0, 0);
+        }
+        (st.st_dev, st.st_ino)
+    }
+}
+
+/// The processes that hold a descriptor of the file `name` (device,
+/// inode), sorted.
+fn marked(name: (u64, u64)) -> Vec<libc::pid_t> {
+    use std::os::unix::fs::MetadataExt;
+    let mut found = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        let holds = fds
+            .flatten()
+            .any(|fd| std::fs::metadata(fd.path()).is_ok_and(|m| (m.dev(), m.ino()) == name));
+        if holds {
+            found.push(pid);
+        }
+    }
+    found.sort_unstable();
+    found
+}
+
+/// The run's live processes in `procs`, sorted: those `marked` (sorted),
+/// then their descendants and the other members of their process groups
+/// and sessions (not loopx's own, nor the watcher's), until nothing more
+/// joins.
+fn run_processes(
+    procs: &[Proc],
+    marked: &[libc::pid_t],
+    orders: &Orders,
+    me: libc::pid_t,
+) -> Vec<libc::pid_t> {
+    let never = |p: &Proc| p.zombie || p.pid == me || p.pid == orders.loopx || p.pid == 1;
+    let mut run: Vec<libc::pid_t> = procs
+        .iter()
+        .filter(|p| !never(p) && marked.binary_search(&p.pid).is_ok())
+        .map(|p| p.pid)
+        .collect();
+    run.sort_unstable();
+    loop {
+        let (mut groups, mut sessions) = (Vec::new(), Vec::new());
+        for p in procs.iter().filter(|p| run.binary_search(&p.pid).is_ok()) {
+            if p.pgid != orders.pgid && p.pgid != me {
+                groups.push(p.pgid);
+            }
+            if p.sid != orders.sid {
+                sessions.push(p.sid);
+            }
+        }
+        let in_run = |pid: libc::pid_t| run.binary_search(&pid).is_ok();
+        let joining: Vec<libc::pid_t> = procs
+            .iter()
+            .filter(|p| !never(p) && !in_run(p.pid))
+            .filter(|p| in_run(p.ppid) || groups.contains(&p.pgid) || sessions.contains(&p.sid))
+            .map(|p| p.pid)
+            .collect();
+        if joining.is_empty() {
+            return run;
+        }
+        run.extend(joining);
+        run.sort_unstable();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(pid: i32, ppid: i32, pgid: i32, sid: i32) -> Proc {
+        Proc {
+            pid,
+            ppid,
+            pgid,
+            sid,
+            zombie: false,
+        }
+    }
+
+    #[test]
+    fn only_its_own_argv_makes_a_watcher() {
+        let args = |v: &[&str]| v.iter().map(|s| s.into()).collect::<Vec<_>>();
+        assert_eq!(
+            orders(&args(&[NAME, "10", "7", "42", "100", "90", "80"])),
+            Some(Orders {
+                pipe: 10,
+                mark: (7, 42),
+                loopx: 100,
+                pgid: 90,
+                sid: 80
+            })
+        );
+        let loopx = ["loopx", "10", "7", "42", "100", "90", "80"];
+        assert_eq!(orders(&args(&loopx)), None);
+        assert_eq!(orders(&args(&[NAME, "10", "7", "42", "100", "90"])), None);
+        assert_eq!(
+            orders(&args(&[NAME, "x", "7", "42", "100", "90", "80"])),
+            None
+        );
+    }
+
+    #[test]
+    fn the_run_is_what_holds_the_mark_and_what_shares_its_groups_and_sessions() {
+        // loopx 100 (dead) was in group 90 and session 80 with its shell 90
+        // and a `tee` 95. The script 200 (group 200) holds the mark; its
+        // sentinel 199 leads the group without it; a child 201 closed it;
+        // an escapee 300 (setsid, re-parented to init) holds it, and its
+        // daemon 310 (own group, same session) does not; 400 is unrelated;
+        // 500 is the watcher itself.
+        let procs = [
+            p(90, 1, 90, 80),
+            p(95, 1, 90, 80),
+            p(199, 1, 200, 80),
+            p(200, 1, 200, 80),
+            p(201, 200, 200, 80),
+            p(300, 1, 300, 300),
+            p(310, 1, 310, 300),
+            p(400, 1, 400, 400),
+            p(500, 1, 500, 80),
+        ];
+        let orders = Orders {
+            pipe: 10,
+            mark: (7, 42),
+            loopx: 100,
+            pgid: 90,
+            sid: 80,
+        };
+        let run = run_processes(&procs, &[200, 300, 500], &orders, 500);
+        assert_eq!(run, [199, 200, 201, 300, 310]);
+    }
+}
