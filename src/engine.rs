@@ -677,6 +677,7 @@ fn execute(opts: &RunOptions, observer: &mut dyn Observer, origin: Origin) -> Re
         Origin::New => run_id(),
         Origin::Resumed(keeper) => keeper.record().run_id.clone(),
     };
+    let resumed = matches!(origin, Origin::Resumed(_));
     // `--log` wins over LOOPX_LOG; a relative path is the project root's.
     let log = opts.log.clone().or_else(|| {
         std::env::var_os("LOOPX_LOG")
@@ -723,19 +724,23 @@ fn execute(opts: &RunOptions, observer: &mut dyn Observer, origin: Origin) -> Re
     let Some(keeper) = state.keeper else {
         return result.map(|_| ());
     };
+    let ended = |err: &Error| checkpoint::Ended {
+        reason: err.reason().to_string(),
+        exit_code: err.exit_code(),
+        at_ms: clock::now_ms(),
+    };
     match result {
         Err(err) if worth_resuming(&err, keeper.record()) => {
-            keeper.end(
-                checkpoint::Ended {
-                    reason: err.reason().to_string(),
-                    exit_code: err.exit_code(),
-                    at_ms: clock::now_ms(),
-                },
-                state.active_ms,
-                state.cost,
-            );
+            keeper.end(ended(&err), state.active_ms, state.cost);
             // Every ending that keeps the run says how to carry it on.
             Err(err.with_resume_line(&run_id))
+        }
+        // A resumed run that loopx refused to carry on (its saved input
+        // unreadable, a workflow gone) still holds what it did before:
+        // kept, without the line, since resuming again meets the refusal.
+        Err(err) if resumed => {
+            keeper.end(ended(&err), state.active_ms, state.cost);
+            Err(err)
         }
         result => {
             keeper.finish();

@@ -403,15 +403,15 @@ pub fn suspicions(stdout: &[u8]) -> Vec<String> {
     notes
 }
 
-/// A value for a note: as `String()` shows it, a string in JSON quotes
-/// (`"true"`), so it does not read as the value it resembles.
+/// A value for a note: as `String()` shows it, a string in quotes
+/// (`"true"`), so it does not read as the value it resembles. (Control
+/// characters are the note's printer's to escape: text::shown.)
 fn quoted_if_string(text: String, is_string: bool) -> String {
-    if !is_string {
-        return text;
+    if is_string {
+        format!("\"{text}\"")
+    } else {
+        text
     }
-    let mut quoted = String::with_capacity(text.len() + 2);
-    json::write_json_string(&mut quoted, &text);
-    quoted
 }
 
 /// Every note on an output that is probably a mistake: text around a JSON

@@ -262,10 +262,12 @@ fn resume_refuses_while_a_process_of_the_run_lives_even_one_without_the_run_id()
     // LOOPX_RUN_ID from its environment. It still holds the run's lock (an
     // inherited descriptor), so resume refuses, naming its group, rather
     // than run the same step a second time beside it.
+    // (In its second script: a run that fails in its first is not kept.)
     let p = Project::new();
+    p.script("w", "index.sh", "\"$LOOPX_BIN\" output --goto b\n");
     p.script(
         "w",
-        "index.sh",
+        "b.sh",
         "if [ ! -e \"$LOOPX_PROJECT_ROOT/once\" ]; then\n\
            touch \"$LOOPX_PROJECT_ROOT/once\"\n\
            env -u LOOPX_RUN_ID setsid sleep 1000 </dev/null >/dev/null 2>&1 &\n\
@@ -277,7 +279,8 @@ fn resume_refuses_while_a_process_of_the_run_lives_even_one_without_the_run_id()
     p.loopx(&["run", "w"])
         .status(1)
         .stdout("")
-        .stderr_contains("w:index")
+        .stderr_contains("w:b")
+        .stderr_contains("loopx: the run can be resumed: loopx resume ")
         .run();
     let bg = read_pid(&p, "bg.pid");
     let _end = KillOnDrop(bg);
