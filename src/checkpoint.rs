@@ -125,7 +125,7 @@ pub struct Record {
     pub run_id: String,
     pub root: String,
     pub target: String,
-    /// The run's options as `RunOptions::to_json` writes them: an env file
+    /// The run's options as `RunOptions::saved` writes them: an env file
     /// as its path, never its values.
     pub options: String,
     /// `workflow:script` about to run or running.

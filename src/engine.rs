@@ -568,6 +568,13 @@ impl Loop<'_> {
             (OsStr::new("LOOPX_ATTEMPT"), OsStr::new(&attempt)),
             (OsStr::new("LOOPX_WAITS"), OsStr::new(&waits)),
         ];
+        // The script span's, when traces are on (otel.rs).
+        let traceparent = self.report.traceparent();
+        extra.extend(
+            traceparent
+                .as_deref()
+                .map(|t| (OsStr::new("TRACEPARENT"), OsStr::new(t))),
+        );
         extra.extend(
             program
                 .env
@@ -701,6 +708,7 @@ fn execute(opts: &RunOptions, observer: &mut dyn Observer, origin: Origin) -> Re
         &run_id,
         observer.owns_stdout(),
     )?;
+    report.watch(opts.on_event.as_ref(), &run_id, &opts.target);
     match &origin {
         Origin::New => report.run_start(&opts.target, &opts.to_json(), &project_root),
         Origin::Resumed(keeper) => report.run_resume(

@@ -13,8 +13,10 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::clock;
 use crate::duration;
 use crate::error::{signal_name, Error};
+use crate::hooks::Hook;
 use crate::json::{self, Object};
 use crate::messages;
+use crate::otel::{ScriptEnd, Tracer};
 use crate::output::{self, Output};
 use crate::proc::process::Status;
 use crate::proc::supervisor::{Ending, Finished};
@@ -76,6 +78,9 @@ pub struct Reporter {
     /// The class the last failed script named (output::failure_mark), shown
     /// by `loopx status` until the next script starts.
     last_class: Option<String>,
+    /// `--on-event` (hooks.rs) and OpenTelemetry traces (otel.rs).
+    hook: Option<Hook>,
+    trace: Option<Tracer>,
 }
 
 /// How a script ended, in a few words, for every message that says so:
@@ -191,7 +196,33 @@ impl Reporter {
             script_started: Instant::now(),
             iterations: 0,
             last_class: None,
+            hook: None,
+            trace: None,
         })
+    }
+
+    /// Event hooks (`--on-event`, else `LOOPX_ON_EVENT`) and traces (the
+    /// `OTEL_*` variables), when asked for.
+    pub fn watch(&mut self, on_event: Option<&std::ffi::OsString>, run_id: &str, target: &str) {
+        self.hook = Hook::new(on_event, run_id);
+        self.trace = Tracer::from_env(run_id, target);
+    }
+
+    /// The `TRACEPARENT` of the script about to run, when traces are on.
+    pub fn traceparent(&self) -> Option<String> {
+        self.trace.as_ref()?.traceparent()
+    }
+
+    /// Runs the hook, if any, for `event`; `fields` add to the common ones.
+    fn hook(&mut self, event: &str, code: Option<i64>, fields: impl FnOnce(Object) -> Object) {
+        if let Some(hook) = &mut self.hook {
+            let line = Object::default()
+                .num("v", 1)
+                .str("event", event)
+                .str("run_id", hook.run_id())
+                .str("time", &clock::rfc3339(SystemTime::now()));
+            hook.fire(event, code, &fields(line).finish());
+        }
     }
 
     /// `options`: the run's options as a JSON object (RunOptions::to_json).
@@ -244,6 +275,9 @@ impl Reporter {
         self.set_status(run, Phase::Running);
         if let Some(log) = &mut self.log {
             log.write(script_line(log, "script_start", run));
+        }
+        if let Some(trace) = &mut self.trace {
+            trace.script_start();
         }
     }
 
@@ -365,6 +399,45 @@ impl Reporter {
                 duration::format_elapsed(took)
             ));
         }
+        self.script_outlets(run, f, output.is_none(), cost_usd, class);
+    }
+
+    /// A script's end, for traces and (when it failed) the hook.
+    fn script_outlets(
+        &mut self,
+        run: &ScriptRun,
+        f: &Finished,
+        failed: bool,
+        cost_usd: Option<f64>,
+        class: Option<&str>,
+    ) {
+        let (code, signal) = match f.status {
+            Status::Code(c) => (Some(i64::from(c)), None),
+            Status::Signal(s) => (None, Some(signal_name(s))),
+        };
+        if let Some(trace) = &mut self.trace {
+            trace.script_end(&ScriptEnd {
+                label: run.label,
+                iteration: run.iteration,
+                attempt: run.attempt,
+                exit_code: code,
+                signal,
+                class,
+                cost_usd,
+                failed,
+            });
+        }
+        // Not when loopx ended it: the run's end tells.
+        let own = matches!(f.ending, Ending::Interrupted(_) | Ending::ConsumerGone);
+        if failed && !own {
+            self.hook("script_failed", code, |line| {
+                script_fields(line, run)
+                    .raw("exit_code", &code.map_or("null".into(), |c| c.to_string()))
+                    .opt_str("signal", signal)
+                    .bool("timed_out", f.ending == Ending::TimedOut)
+                    .opt_str("class", class)
+            });
+        }
     }
 
     pub fn timeout(&mut self, run: &ScriptRun, after: Duration) {
@@ -385,6 +458,15 @@ impl Reporter {
                 .raw("seconds", &json::number_json(wait.as_secs_f64()));
             log.write(line);
         }
+        if let Some(trace) = &mut self.trace {
+            trace.wait(run.label, until_ms, wait);
+        }
+        let until = clock::format_ms(u64::try_from(until_ms).unwrap_or(0));
+        self.hook("wait", None, |line| {
+            script_fields(line, run)
+                .str("until", &until)
+                .raw("seconds", &json::number_json(wait.as_secs_f64()))
+        });
     }
 
     /// A retry is coming after `delay`; `why` says how the attempt failed.
@@ -448,7 +530,62 @@ impl Reporter {
                 duration::format_elapsed(took)
             ));
         }
+        self.run_end_outlets(result, reason, code, cost_usd, took);
     }
+
+    /// The run's end for the hook (a budget reached, a resumable stop, the
+    /// end itself) and the trace.
+    fn run_end_outlets(
+        &mut self,
+        result: &Result<Done, Error>,
+        reason: &str,
+        code: i32,
+        cost_usd: Option<f64>,
+        took: Duration,
+    ) {
+        let cost = cost_usd.map(json::number_json);
+        if let Ok(Done::MaxTime | Done::MaxCost) = result {
+            self.hook("budget", Some(0), |line| {
+                line.str("budget", reason)
+                    .raw_if("cost_usd", cost.as_deref())
+            });
+        }
+        if let Err(
+            err @ Error::WaitTooLong {
+                resume_id: Some(id),
+                ..
+            },
+        ) = result
+        {
+            let at = err
+                .resume_at_ms()
+                .map(|ms| clock::format_ms(u64::try_from(ms).unwrap_or(0)));
+            self.hook("resumable", Some(i64::from(code)), |line| {
+                line.str("reason", reason)
+                    .str("resume", &format!("loopx resume {id}"))
+                    .opt_str("resume_at", at.as_deref())
+            });
+        }
+        let (n, class) = (self.iterations, self.last_class.clone());
+        self.hook("run_end", Some(i64::from(code)), |line| {
+            line.str("reason", reason)
+                .int("exit_code", i64::from(code))
+                .opt_str("class", class.as_deref())
+                .num("iterations", n)
+                .num("duration_ms", took.as_millis() as u64)
+                .raw_if("cost_usd", cost.as_deref())
+        });
+        if let Some(trace) = &mut self.trace {
+            trace.run_end(code, reason, cost_usd, n);
+        }
+    }
+}
+
+/// A hook's fields about one script run.
+fn script_fields(line: Object, run: &ScriptRun) -> Object {
+    line.str("target", run.label)
+        .num("iteration", run.iteration)
+        .num("attempt", run.attempt)
 }
 
 #[cfg(test)]
