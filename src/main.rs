@@ -14,6 +14,7 @@ mod env;
 mod envfile;
 mod error;
 mod hooks;
+mod init;
 mod install;
 mod js_assets;
 mod js_compat;
@@ -92,6 +93,8 @@ fn dispatch() -> Result<(), Error> {
         Command::Json(query) => json_query::run_stdio(&query),
         Command::Agent(args) => std::process::exit(agent::run::run(&args)),
         Command::Resume { id, given } => engine::resume(id.as_deref(), |saved| given.apply(saved)),
+        Command::Init { workflow } => init::init(workflow.as_deref()),
+        Command::Forget { id } => resume::forget(id.as_deref()),
         Command::Completions(shell) => print_stdout(&cli::completions::script(shell)),
         Command::CompletionTargets => print_stdout(&cli::completions::targets(&current_dir()?)),
     }

@@ -63,6 +63,13 @@ pub struct Reporter {
     verbose: bool,
     /// Whether `note:` lines on probable mistakes are printed.
     notes: bool,
+    /// Whether the restart note goes to stderr even without `notes` (CLI
+    /// runs: a loop that only restarts is worth a word whatever stderr is).
+    restart_note: bool,
+    /// The notes printed so far, by script and text: each once per run, not
+    /// once per iteration (a stray `echo` would repeat it every time). A
+    /// few at most, so a list (a hash set costs the binary kilobytes).
+    noted: Vec<(String, String)>,
     restarts: RestartWatch,
     started: Instant,
     /// When the current script started.
@@ -131,6 +138,10 @@ impl RestartWatch {
     }
 }
 
+/// What `loopx status` shows beside the script of a run the restart note
+/// was about.
+pub const RESTART_STATUS: &str = "restarting on plain-text output: no goto, no stop";
+
 /// The restart note's words.
 fn restart_note(took: Duration) -> String {
     format!(
@@ -161,10 +172,12 @@ impl Reporter {
     /// `log`: the run log's path, already chosen (`--log` over `LOOPX_LOG`);
     /// `stdout_taken` when it may not be `-` (RunLog::open).
     /// `notes`: print `note:` lines on probable mistakes (Notes::wanted).
+    /// `restart_note`: print the restart note on stderr even without them.
     pub fn new(
         log: Option<&Path>,
         verbose: bool,
         notes: bool,
+        restart_note: bool,
         run_id: &str,
         stdout_taken: bool,
     ) -> Result<Reporter, Error> {
@@ -176,6 +189,8 @@ impl Reporter {
             status: None,
             verbose,
             notes,
+            restart_note,
+            noted: Vec::new(),
             restarts: RestartWatch::default(),
             started: Instant::now(),
             script_started: Instant::now(),
@@ -267,9 +282,16 @@ impl Reporter {
     }
 
     /// A note on something probably mistaken, when notes are on:
-    /// `loopx: note: <label>: <text>`.
-    pub fn note(&self, label: &str, text: &str) {
+    /// `loopx: note: <label>: <text>`, once per script and text.
+    pub fn note(&mut self, label: &str, text: &str) {
         if self.notes {
+            self.print_note(label, text);
+        }
+    }
+
+    fn print_note(&mut self, label: &str, text: &str) {
+        if !self.noted.iter().any(|(l, t)| l == label && t == text) {
+            self.noted.push((label.to_string(), text.to_string()));
             // One line: the text may quote a script's output (output::notes).
             messages::notice(&format!("note: {label}: {}", crate::text::shown(text)));
         }
@@ -277,25 +299,39 @@ impl Reporter {
 
     /// Notes on an output that is probably a mistake (§2.3 takes it
     /// silently). Looked at before the output is parsed.
-    pub fn inspect_stdout(&self, run: &ScriptRun, stdout: &[u8]) {
+    pub fn inspect_stdout(&mut self, run: &ScriptRun, stdout: &[u8]) {
         if self.notes {
             for note in output::notes(stdout) {
-                self.note(run.label, &note);
+                self.print_note(run.label, &note);
             }
         }
     }
 
     /// The output the loop goes on with (after any waits): plain text
     /// restarts the loop (§2.3, §7.1 step 12), and many quick restarts in
-    /// a row are probably a script that forgot to output JSON. Noted once
-    /// per run.
+    /// a row are probably a script that forgot to output JSON. Said once
+    /// per run, whatever stderr is (a loop left unattended otherwise spins
+    /// without a word): on stderr (CLI runs), as a `note` event in the run
+    /// log and in the status file. The loop itself goes on as §7.1 says.
+    /// (With `-n` and no terminal or `-v`, restarting is bounded and asked
+    /// for: nothing is said, as §7.1 has it.)
     pub fn iteration_output(&mut self, run: &ScriptRun, structured: bool) {
-        if !self.notes {
+        if !self.notes && !self.restart_note {
             return;
         }
-        if let Some(took) = self.restarts.record(Instant::now(), structured) {
-            let note = restart_note(took);
-            self.note(run.label, &note);
+        let Some(took) = self.restarts.record(Instant::now(), structured) else {
+            return;
+        };
+        let note = restart_note(took);
+        self.print_note(run.label, &note);
+        if let Some(status) = &mut self.status {
+            status.note(RESTART_STATUS);
+        }
+        if let Some(log) = &mut self.log {
+            let line = script_line(log, "note", run)
+                .str("kind", "restart_loop")
+                .str("message", &note);
+            log.write(line);
         }
     }
 

@@ -13,6 +13,7 @@ mod delegation;
 mod discovery;
 mod env;
 mod escapees;
+mod first_hour;
 mod fleet;
 mod front_door;
 mod hooks;

@@ -391,13 +391,23 @@ fn the_release_tarball_installs_the_three_workflows_and_nothing_else() {
         for file in ["README.md", "package.json", "index.sh", ".gitignore"] {
             assert!(dir.join(file).is_file(), "{w}/{file} is missing");
         }
-        // Byte for byte what dist/workflows holds, lib/ included.
+        // Byte for byte what dist/workflows holds, lib/ included, and the
+        // authoring guide beside each (the tarball's top level is not
+        // installed, §10.1).
         let source = Path::new(ROOT).join("dist/workflows").join(w);
-        let files = files_under(&dir);
-        assert_eq!(files, files_under(&source), "{w}");
+        let mut files = files_under(&dir);
+        files.sort();
+        let mut expected = files_under(&source);
+        expected.push("AUTHORING.md".to_string());
+        expected.sort();
+        assert_eq!(files, expected, "{w}");
         for file in files {
+            let from = match file.as_str() {
+                "AUTHORING.md" => source.join("../AUTHORING.md"),
+                _ => source.join(&file),
+            };
             assert!(
-                fs::read(dir.join(&file)).ok() == fs::read(source.join(&file)).ok(),
+                fs::read(dir.join(&file)).ok() == fs::read(from).ok(),
                 "{w}/{file}"
             );
         }
@@ -916,7 +926,10 @@ fn build_audit_fix_stops_with_exit_1_after_max_rounds_without_approval() {
         .status(1)
         .stderr_contains(
             "build-audit-fix: not approved after 2 rounds (MAX_ROUNDS=2): \
-             the checks pass, but the auditor still requests changes; report: ",
+             the checks pass, but the auditor still requests changes
+\
+             build-audit-fix: this is the workflow's verdict, not a crash: it ends with exit 1 \
+             so that cron and CI see it; what is left is in the report, ",
         )
         .stderr_contains(
             "loopx: error: script build-audit-fix:report exited with code 1; stopping the loop",
@@ -986,9 +999,11 @@ fn build_audit_fix_an_approval_over_failing_checks_is_another_round_and_ends_una
     .status(1)
     .stderr_contains(
         "build-audit-fix: not approved after 2 rounds (MAX_ROUNDS=2): \
-         the auditor approved, but the checks still fail; report: ",
+         the auditor approved, but the checks still fail\n",
     )
     .stderr_contains("loopx: error: script build-audit-fix:report exited with code 1")
+    // A verdict marked permanent is not kept: no resume could change it.
+    .stderr_lacks("loopx resume")
     .run();
     let log = lab.p.path("run.jsonl");
     // Not retried: the outcome is final.
@@ -1743,6 +1758,33 @@ fn issue_runner_starts_an_issue_at_most_max_starts_per_hour() {
     assert_eq!(lab.agent_calls(), 2, "#3 was not started again");
     assert_eq!(lab.labels(3), ["agent:todo"]);
     assert_eq!(lab.labels(8), ["agent:needs-human"]);
+}
+
+#[test]
+fn issue_runner_reports_every_missing_setting_and_a_missing_gh_at_once() {
+    let lab = three_issues();
+    // No REPO, no ALLOWED_AUTHORS, a bad MAX_STARTS_PER_HOUR, and no gh on
+    // PATH: one run names all four, and how to get gh.
+    lab.loopx(&["run", "issue-runner"])
+        .env("PATH", "/usr/bin:/bin")
+        .env("MAX_STARTS_PER_HOUR", "x")
+        .status(1)
+        .stdout("")
+        .stderr_contains(
+            "issue-runner: cannot start; 4 thing(s) to fix (in a project env file: loopx run \
+             -e .env issue-runner):\n\
+             issue-runner:   - set REPO to the repository to work on (owner/name)\n\
+             issue-runner:   - set ALLOWED_AUTHORS (comma-separated logins): only their issues \
+             are given to the agent\n\
+             issue-runner:   - MAX_STARTS_PER_HOUR must be a positive integer, not 'x'\n\
+             issue-runner:   - the GitHub CLI, gh, is not installed (or not on PATH): install \
+             it (https://cli.github.com) and log in with 'gh auth login', or set FORGE_CMD to \
+             a gh-compatible command\n",
+        )
+        .stderr_contains("loopx: error: script issue-runner:index exited with code 1")
+        .run();
+    assert!(lab.take_gh_calls().is_empty());
+    assert_eq!(lab.agent_calls(), 0);
 }
 
 #[test]

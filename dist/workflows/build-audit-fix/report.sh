@@ -33,7 +33,10 @@ case $outcome in
     why=$(state_get why)
     [ -n "$why" ] || why="the auditor still requests changes"
     write_report "**not approved** after $round rounds (MAX_ROUNDS=$max_rounds): $why"
-    say "not approved after $round rounds (MAX_ROUNDS=$max_rounds): $why; report: $report"
+    say "not approved after $round rounds (MAX_ROUNDS=$max_rounds): $why"
+    # Exit 1, so that cron and CI see it; said plainly first, since loopx's
+    # own line after it ("exited with code 1") reads like a crash.
+    say "this is the workflow's verdict, not a crash: it ends with exit 1 so that cron and CI see it; what is left is in the report, $report"
     # The run ends here, unapproved; a retry would not change that.
     output --permanent --class not_approved
     exit 1

@@ -56,18 +56,36 @@ json() { "$LOOPX_BIN" json "$@"; }
 # appended to it.
 forge() { bash -c "$forge_cmd \"\$@\"" forge "$@"; }
 
-[ -n "$repo" ] || die "set REPO to the repository to work on (owner/name)"
+# Every setting that is missing or wrong, and a missing forge CLI, reported
+# at once: one run to find them all, not one per fix.
+problems=()
+[ -n "$repo" ] || problems+=("set REPO to the repository to work on (owner/name)")
 [ -n "$allowed_authors" ] ||
-  die "set ALLOWED_AUTHORS (comma-separated logins): only their issues are given to the agent"
+  problems+=("set ALLOWED_AUTHORS (comma-separated logins): only their issues are given to the agent")
 case $max_starts in
-  '' | *[!0-9]* | 0) die "MAX_STARTS_PER_HOUR must be a positive integer, not '$max_starts'" ;;
+  '' | *[!0-9]* | 0) problems+=("MAX_STARTS_PER_HOUR must be a positive integer, not '$max_starts'") ;;
 esac
 case $max_concurrent in
-  '' | *[!0-9]* | 0) die "MAX_CONCURRENT must be a positive integer, not '$max_concurrent'" ;;
+  '' | *[!0-9]* | 0) problems+=("MAX_CONCURRENT must be a positive integer, not '$max_concurrent'") ;;
 esac
 case $max_restarts in
-  '' | *[!0-9]*) die "MAX_RESTARTS must be a number, not '$max_restarts'" ;;
+  '' | *[!0-9]*) problems+=("MAX_RESTARTS must be a number, not '$max_restarts'") ;;
 esac
+forge_program=${forge_cmd%% *}
+if ! command -v "$forge_program" >/dev/null 2>&1; then
+  if [ "$forge_program" = gh ]; then
+    problems+=("the GitHub CLI, gh, is not installed (or not on PATH): install it (https://cli.github.com) and log in with 'gh auth login', or set FORGE_CMD to a gh-compatible command")
+  else
+    problems+=("FORGE_CMD's command '$forge_program' is not installed (or not on PATH)")
+  fi
+fi
+if [ ${#problems[@]} -eq 1 ]; then
+  die "${problems[0]}"
+elif [ ${#problems[@]} -gt 1 ]; then
+  say "cannot start; ${#problems[@]} thing(s) to fix (in a project env file: loopx run -e .env issue-runner):"
+  for problem in "${problems[@]}"; do say "  - $problem"; done
+  exit 1
+fi
 mkdir -p "$state_dir/starts" "$claims_dir" "$sessions_dir" || die "cannot create $state_dir"
 
 # holder_alive <pid>: the loopx that holds a claim still runs. (In a
