@@ -136,6 +136,10 @@ pub enum Error {
         what: String,
         available: Vec<String>,
     },
+    /// `loopx tail` found no such run (tail.rs): `what` says which.
+    NoRunToTail {
+        what: String,
+    },
     /// `loopx resume` of a run whose scripts still run.
     ResumeBusy {
         run_id: String,
@@ -497,6 +501,10 @@ impl fmt::Display for Error {
                     write!(f, " (resumable runs: {})", available.join(", "))
                 }
             }
+            Error::NoRunToTail { what } => write!(
+                f,
+                "no run {what} (`loopx status` lists the runs alive and resumable)"
+            ),
             Error::ResumeBusy { run_id, pgids } if pgids.is_empty() => write!(
                 f,
                 "run {run_id} is still running: another loopx holds its checkpoint (see loopx status)"
