@@ -361,8 +361,13 @@ fn local_time(ms: i64) -> String {
     format!("{:02}:{:02}:{:02}", day / 3600, day % 3600 / 60, day % 60)
 }
 
+/// `$2.50`; `$0.0021` below a cent, where agent steps often are.
 fn dollars(n: f64) -> String {
-    format!("${n:.2}")
+    if n.abs() >= 0.01 || n == 0.0 {
+        format!("${n:.2}")
+    } else {
+        format!("${n:.4}").trim_end_matches('0').to_string()
+    }
 }
 
 /// One event as a line, its time first, control characters escaped; None
