@@ -1065,7 +1065,7 @@ mod tests {
         assert_eq!(all.len(), COMMANDS.len());
         assert_eq!(
             names(),
-            "run, version, output, env, install, status, json, agent, resume, completions"
+            "run, version, output, env, install, status, json, agent, resume, tail, completions"
         );
         assert!(find(crate::api::MODE).is_some_and(|c| c.hidden));
     }

@@ -53,7 +53,11 @@ fn tail_of_an_ended_run_prints_its_events_and_exits_with_its_code() {
         .stdout_contains("(exit 0)")
         .run();
     assert_eq!(out.stdout.lines().count(), 8, "{out}");
-    assert!(out.stdout.lines().next().is_some_and(|l| l.contains("started: w in")));
+    assert!(out
+        .stdout
+        .lines()
+        .next()
+        .is_some_and(|l| l.contains("started: w in")));
     // A failed run: its code, and how to resume it.
     p.script("f", "index.sh", "exit 3\n");
     p.loopx(&["run", "f"])
@@ -97,7 +101,7 @@ fn tail_follows_a_live_run_until_it_ends_with_its_code() {
         .status(1)
         .stderr_contains("exited with code 4")
         .start();
-    wait_for_file(&p.path("started")).len();
+    wait_for_file(&p.path("started"));
     let id = only_id(&p);
     let tail = p
         .loopx(&["tail"])
@@ -200,7 +204,12 @@ fn the_kept_lines_are_bounded_and_keep_the_newest() {
     let runs = runs_dir(p.home());
     let now = fs::read_to_string(runs.join(format!("{id}.events.jsonl"))).expect("read");
     let older = fs::read_to_string(runs.join(format!("{id}.events.jsonl.1"))).expect("read .1");
-    assert!(now.len() <= 4096 && older.len() <= 4096, "{} {}", now.len(), older.len());
+    assert!(
+        now.len() <= 4096 && older.len() <= 4096,
+        "{} {}",
+        now.len(),
+        older.len()
+    );
     assert!(now.contains("\"event\":\"run_end\""), "{now}");
     assert!(!older.contains("\"event\":\"run_start\""), "{older}");
     p.loopx(&["tail"])
@@ -249,7 +258,10 @@ fn kept_lines_that_are_a_link_are_neither_written_through_nor_read() {
 #[test]
 fn kept_lines_of_another_user_are_not_read() {
     if !is_root() {
-        skip("kept_lines_of_another_user_are_not_read", "needs root to chown");
+        skip(
+            "kept_lines_of_another_user_are_not_read",
+            "needs root to chown",
+        );
         return;
     }
     let p = Project::new();
