@@ -159,15 +159,11 @@ fn follow(dir: &Path, id: &str, as_json: bool) -> Result<i32, Error> {
     let mut printer = Printer::new(as_json);
     // The older lines first, when the run outgrew its bound.
     if let Ok(older) = state_file::open(&events_kept::older_path(dir, id), u64::MAX) {
-        let mut lines = Lines::default();
-        lines.read(&older).map_err(cannot)?;
-        lines.each(|line| printer.line(line))?;
+        Lines::default().pump(&older, |line| printer.line(line), cannot)?;
     }
     let mut lines = Lines::default();
     loop {
-        let got = lines.read(&file).map_err(cannot)?;
-        lines.each(|line| printer.line(line))?;
-        if got > 0 {
+        if lines.pump(&file, |line| printer.line(line), cannot)? > 0 {
             continue;
         }
         if let Some(code) = printer.ended {
@@ -181,7 +177,9 @@ fn follow(dir: &Path, id: &str, as_json: bool) -> Result<i32, Error> {
         }
         if !held(&file) {
             // Gone: what it wrote before letting go is read once more.
-            if lines.read(&file).map_err(cannot)? > 0 || moved(&path, &file).is_some() {
+            if lines.pump(&file, |line| printer.line(line), cannot)? > 0
+                || moved(&path, &file).is_some()
+            {
                 continue;
             }
             messages::notice(&format!(
@@ -229,8 +227,14 @@ struct Lines {
 }
 
 impl Lines {
-    /// Reads what `file` holds past where it was; how many bytes.
-    fn read(&mut self, mut file: &File) -> io::Result<usize> {
+    /// Reads what `file` holds past where it was, handing each whole line
+    /// on as it comes; how many bytes came.
+    fn pump(
+        &mut self,
+        mut file: &File,
+        mut f: impl FnMut(&str) -> Result<(), Error>,
+        cannot: impl Fn(io::Error) -> Error,
+    ) -> Result<usize, Error> {
         let mut chunk = [0u8; 64 * 1024];
         let mut total = 0;
         loop {
@@ -239,12 +243,13 @@ impl Lines {
                 Ok(n) => {
                     total += n;
                     self.buf.extend_from_slice(&chunk[..n]);
-                    if self.buf.len() > LINE_LIMIT && !chunk[..n].contains(&b'\n') {
+                    self.each(&mut f)?;
+                    if self.buf.len() > LINE_LIMIT {
                         self.buf.clear();
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+                Err(e) => return Err(cannot(e)),
             }
         }
     }

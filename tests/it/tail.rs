@@ -314,3 +314,24 @@ fn the_agents_progress_inside_a_run_is_shown() {
         .stdout_contains("run ended: max_iterations")
         .run();
 }
+
+#[test]
+fn a_run_killed_without_its_last_line_ends_the_tail_with_1() {
+    let p = Project::new();
+    p.script(
+        "w",
+        "index.sh",
+        "echo $$ > \"$LOOPX_PROJECT_ROOT/pid\"\nsleep 30\n",
+    );
+    let run = p.loopx(&["run", "w"]).signal(libc::SIGKILL).start();
+    let script = read_pid(&p, "pid");
+    run.signal(libc::SIGKILL);
+    run.finish();
+    // Its watcher ends the script.
+    wait_until("the script is gone", || !alive(script));
+    p.loopx(&["tail"])
+        .status(1)
+        .stdout_contains("[1] w:index started")
+        .stderr_contains("ended without saying how")
+        .run();
+}
