@@ -79,7 +79,7 @@ pub fn check_dir(dir: &Path) -> Result<bool, (PathBuf, DirProblem)> {
 
 /// Creates `dir` (and its parents) private to the user; refuses a directory
 /// that is not the user's own.
-fn ensure_private(dir: &Path) -> io::Result<()> {
+pub fn ensure_private(dir: &Path) -> io::Result<()> {
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)

@@ -148,6 +148,10 @@ pub enum Error {
     ForgetLive {
         run_id: String,
     },
+    /// `loopx tail` found no such run (tail.rs): `what` says which.
+    NoRunToTail {
+        what: String,
+    },
     /// `loopx resume` of a run whose scripts still run.
     ResumeBusy {
         run_id: String,
@@ -580,6 +584,10 @@ impl fmt::Display for Error {
                 f,
                 "run {run_id} is still running (its loopx holds the checkpoint); \
                  nothing was forgotten\nhint: stop it first (see loopx status)"
+            ),
+            Error::NoRunToTail { what } => write!(
+                f,
+                "no run {what} (`loopx status` lists the runs alive and resumable)"
             ),
             Error::ResumeBusy { run_id, pgids } if pgids.is_empty() => write!(
                 f,

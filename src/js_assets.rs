@@ -8,52 +8,61 @@
 //! reaches a JS/TS script, so a damaged or stale copy is rewritten.
 
 use std::fs;
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
 use crate::state_file;
 
-/// Relative path and content of every file a script may load. index.js and
-/// helpers.js are ESM `.js` files: the package.json beside them makes Node
-/// read them as modules, as the npm package's own package.json does.
-pub const FILES: &[(&str, &[u8])] = &[
-    (
-        "package.json",
-        // The version, as lib/native.js reads it to pick a release.
-        concat!(
-            "{ \"name\": \"loopx\", \"version\": \"",
-            env!("CARGO_PKG_VERSION"),
-            "\", \"type\": \"module\" }\n"
+/// The package.json beside the helpers: the version, as lib/native.js
+/// reads it to pick a release. index.js and helpers.js are ESM `.js` files:
+/// this makes Node read them as modules, as the npm package's own
+/// package.json does.
+const PACKAGE_JSON: &str = concat!(
+    "{ \"name\": \"loopx\", \"version\": \"",
+    env!("CARGO_PKG_VERSION"),
+    "\", \"type\": \"module\" }\n"
+);
+
+/// One embedded file, as build.rs deflated it from dist/npm.
+macro_rules! deflated {
+    ($rel:literal, $file:literal) => {
+        (
+            $rel,
+            include_bytes!(concat!(env!("OUT_DIR"), "/", $file, ".deflate")) as &[u8],
         )
-        .as_bytes(),
-    ),
-    ("index.js", include_bytes!("../dist/npm/index.js")),
-    ("helpers.js", include_bytes!("../dist/npm/helpers.js")),
+    };
+}
+
+/// Relative path and deflated content of every file a script may load but
+/// package.json. Deflated (build.rs) because the static binary has a size
+/// budget; inflated only when a run first reaches a JS/TS script.
+const DEFLATED: &[(&str, &[u8])] = &[
+    deflated!("index.js", "index.js"),
+    deflated!("helpers.js", "helpers.js"),
     // run()/runPromise() (§9), loaded by index.js only when called.
-    ("api.js", include_bytes!("../dist/npm/api.js")),
-    ("lib/native.js", include_bytes!("../dist/npm/lib/native.js")),
-    ("lib/ustar.js", include_bytes!("../dist/npm/lib/ustar.js")),
-    (
-        "loader/register.mjs",
-        include_bytes!("../dist/npm/loader/register.mjs"),
-    ),
-    (
-        "loader/hooks.mjs",
-        include_bytes!("../dist/npm/loader/hooks.mjs"),
-    ),
+    deflated!("api.js", "api.js"),
+    deflated!("lib/native.js", "lib_native.js"),
+    deflated!("lib/ustar.js", "lib_ustar.js"),
+    deflated!("loader/register.mjs", "loader_register.mjs"),
+    deflated!("loader/hooks.mjs", "loader_hooks.mjs"),
     // TypeScript/JSX through the transpile cache (Node >= 22.15).
-    ("loader/ts.mjs", include_bytes!("../dist/npm/loader/ts.mjs")),
-    (
-        "loader/bun-preload.js",
-        include_bytes!("../dist/npm/loader/bun-preload.js"),
-    ),
-    (
-        "loader/tsconfig.json",
-        include_bytes!("../dist/npm/loader/tsconfig.json"),
-    ),
+    deflated!("loader/ts.mjs", "loader_ts.mjs"),
+    deflated!("loader/bun-preload.js", "loader_bun-preload.js"),
+    deflated!("loader/tsconfig.json", "loader_tsconfig.json"),
 ];
+
+/// Every file a script may load, with its content.
+pub fn files() -> io::Result<Vec<(&'static str, Vec<u8>)>> {
+    let mut all = vec![("package.json", PACKAGE_JSON.as_bytes().to_vec())];
+    for (rel, deflated) in DEFLATED {
+        let mut content = Vec::new();
+        flate2::read::DeflateDecoder::new(*deflated).read_to_end(&mut content)?;
+        all.push((rel, content));
+    }
+    Ok(all)
+}
 
 /// `${XDG_CACHE_HOME:-$HOME/.cache}/loopx/<version>/js`. A relative
 /// XDG_CACHE_HOME is invalid per the XDG spec and ignored (as lib/native.js
@@ -76,7 +85,8 @@ pub fn ensure(dir: &Path) -> Result<(), Error> {
         dir: dir.to_path_buf(),
         err,
     };
-    for (rel, content) in FILES {
+    for (rel, content) in files().map_err(fail)? {
+        let content = content.as_slice();
         let path = dir.join(rel);
         let parent = path.parent().unwrap_or(dir);
         fs::DirBuilder::new()
@@ -167,13 +177,14 @@ mod tests {
     fn ensure_writes_every_file_and_repairs_a_damaged_one() {
         let d = temp("ensure");
         ensure(&d).expect("first write");
-        for (rel, content) in FILES {
+        let files = files().expect("inflate");
+        for (rel, content) in &files {
             assert_eq!(fs::read(d.join(rel)).expect("read"), *content, "{rel}");
         }
         fs::write(d.join("helpers.js"), "corrupt").expect("write");
         fs::remove_file(d.join("loader/hooks.mjs")).expect("rm");
         ensure(&d).expect("repair");
-        for (rel, content) in FILES {
+        for (rel, content) in &files {
             assert_eq!(fs::read(d.join(rel)).expect("read"), *content, "{rel}");
         }
         // No temp files are left behind.
@@ -194,7 +205,8 @@ mod tests {
     #[test]
     fn embedded_files_refer_only_to_embedded_files() {
         let mut checked = 0;
-        for (rel, content) in FILES {
+        let files = files().expect("inflate");
+        for (rel, content) in &files {
             let text = std::str::from_utf8(content).expect("utf-8");
             for marker in ["from \"", "from '", "new URL(\"", "import(\""] {
                 for part in text.split(marker).skip(1) {
@@ -216,7 +228,7 @@ mod tests {
                     }
                     let full = full.join("/");
                     assert!(
-                        FILES.iter().any(|(f, _)| *f == full),
+                        files.iter().any(|(f, _)| *f == full),
                         "{rel} refers to {target} ({full}), which is not embedded"
                     );
                     checked += 1;

@@ -13,6 +13,7 @@ mod engine;
 mod env;
 mod envfile;
 mod error;
+mod events_kept;
 mod hooks;
 mod init;
 mod install;
@@ -38,6 +39,7 @@ mod self_exe;
 mod semver_range;
 mod state_file;
 mod status;
+mod tail;
 mod target;
 #[cfg(test)]
 mod testing;
@@ -90,6 +92,7 @@ fn dispatch() -> Result<(), Error> {
         Command::Api { protocol, args } => api::run(&protocol, &args),
         Command::Install(args) => install::install(&args),
         Command::Status { json } => status::list(json),
+        Command::Tail { id, json } => tail::run(id.as_deref(), json),
         Command::Json(query) => json_query::run_stdio(&query),
         Command::Agent(args) => std::process::exit(agent::run::run(&args)),
         Command::Resume { id, given } => engine::resume(id.as_deref(), |saved| given.apply(saved)),

@@ -181,9 +181,16 @@ impl Reporter {
         run_id: &str,
         stdout_taken: bool,
     ) -> Result<Reporter, Error> {
-        let log = log
+        let mut log = log
             .map(|path| RunLog::open(path, run_id, stdout_taken))
             .transpose()?;
+        // Every run keeps its lines for `loopx tail` (events_kept.rs).
+        if let Some(kept) = crate::events_kept::Kept::open(run_id) {
+            log = Some(
+                log.unwrap_or_else(|| RunLog::unlogged(run_id))
+                    .keeping(kept),
+            );
+        }
         Ok(Reporter {
             log,
             status: None,

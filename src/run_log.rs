@@ -50,6 +50,8 @@ enum Sink {
     File { file: File, end: Option<u64> },
     /// `--log -`: a duplicate of fd 1, which may be a pipe or a terminal.
     Stdout(File),
+    /// No `--log`: the lines go only to the run's kept lines.
+    Nowhere,
 }
 
 pub struct RunLog {
@@ -58,6 +60,8 @@ pub struct RunLog {
     name: String,
     run_id: String,
     failed: bool,
+    /// The run's kept event lines (events_kept.rs), `--log` or not.
+    kept: Option<crate::events_kept::Kept>,
 }
 
 /// Why a file is refused as the run log; None when it may be used.
@@ -212,7 +216,25 @@ impl RunLog {
             name,
             run_id: run_id.to_string(),
             failed: false,
+            kept: None,
         })
+    }
+
+    /// The lines of a run without `--log`, kept only (events_kept.rs).
+    pub fn unlogged(run_id: &str) -> RunLog {
+        RunLog {
+            sink: Sink::Nowhere,
+            name: String::new(),
+            run_id: run_id.to_string(),
+            failed: false,
+            kept: None,
+        }
+    }
+
+    /// Also appends every line to the run's kept lines.
+    pub fn keeping(mut self, kept: crate::events_kept::Kept) -> RunLog {
+        self.kept = Some(kept);
+        self
     }
 
     /// A new line for `event`, with the fields every line has.
@@ -228,6 +250,9 @@ impl RunLog {
     pub fn write(&mut self, line: Object) {
         let mut text = line.finish();
         text.push('\n');
+        if let Some(kept) = &mut self.kept {
+            kept.write(&text);
+        }
         let result = match &mut self.sink {
             Sink::File { file, end } => {
                 let written = append(file, *end, text.as_bytes());
@@ -235,6 +260,7 @@ impl RunLog {
                 written.map(|_| ())
             }
             Sink::Stdout(out) => write_all(out, text.as_bytes()),
+            Sink::Nowhere => Ok(()),
         };
         if let Err(err) = result {
             self.warn_once(err);

@@ -705,6 +705,8 @@ impl Lines {
 fn show(label: &str, step: &str) {
     if let Some(line) = progress::line(label, step) {
         let _ = writeln!(io::stderr(), "{line}");
+        // Inside a loopx run, for `loopx tail` too.
+        crate::events_kept::agent_progress(&line);
     }
 }
 

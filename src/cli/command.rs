@@ -51,6 +51,11 @@ pub enum Command {
     Forget {
         id: Option<String>,
     },
+    /// `loopx tail [<run-id>] [--json]`: a run's events, followed.
+    Tail {
+        id: Option<String>,
+        json: bool,
+    },
     /// `loopx completions <shell>` (beyond the spec).
     Completions(Shell),
     /// `loopx completions --targets`: what the scripts complete `run` with.

@@ -72,6 +72,7 @@ pub static COMMANDS: &[Subcommand] = &[
     JSON,
     AGENT,
     RESUME,
+    TAIL,
     COMPLETIONS,
     API,
 ];
@@ -956,6 +957,59 @@ fn parse_resume(rest: Vec<OsString>) -> Result<Command, String> {
     })
 }
 
+// `loopx tail` (beyond the spec).
+
+const TAIL: Subcommand = Subcommand {
+    name: "tail",
+    summary: "Follow a run's events as they happen",
+    forms: &[(
+        "tail [<run-id>] [--json]",
+        "Follow a run's events as they happen",
+    )],
+    about: "\
+Prints a run's events, one readable line each (scripts with their exit and
+time, gotos, retries, waits with the time left, agent progress), then
+follows it until it ends, and exits with the run's exit code. Without
+<run-id> (or a unique prefix of it), the current project's latest live run,
+else its latest run. Works on any run whose lines are kept (every run keeps
+them for 30 days): a live one, a waiting one, or one that ended.",
+    after: "",
+    options: || docs(TAIL_FLAGS),
+    help_at: HelpAt::OptionPosition,
+    operand: Operand::Nothing,
+    see: "loopx tail --help",
+    parse: parse_tail,
+    hidden: false,
+};
+
+/// `loopx tail [<run-id>] [--json]`.
+fn parse_tail(rest: Vec<OsString>) -> Result<Command, String> {
+    let mut json = false;
+    let Some(positionals) = options(&TAIL, TAIL_FLAGS, rest, &mut json)? else {
+        return Ok(Command::Help("tail"));
+    };
+    match positionals.as_slice() {
+        [] => Ok(Command::Tail { id: None, json }),
+        [id] => Ok(Command::Tail {
+            id: Some(id.clone()),
+            json,
+        }),
+        [_, extra, ..] => Err(format!("'loopx tail' takes one run id, got also '{extra}'")),
+    }
+}
+
+/// `loopx tail`: whether to print the raw JSON lines.
+const TAIL_FLAGS: &[Flag<bool>] = &[Flag {
+    short: None,
+    long: Some("json"),
+    value: "",
+    help: &["Print the raw JSON lines (the run log's) instead"],
+    apply: |json, _| {
+        *json = true;
+        Ok(())
+    },
+}];
+
 // `loopx completions` (beyond the spec).
 
 const COMPLETIONS: Subcommand = Subcommand {
@@ -1117,7 +1171,7 @@ mod tests {
         assert_eq!(all.len(), COMMANDS.len());
         assert_eq!(
             names(),
-            "run, version, output, env, install, status, forget, init, json, agent, resume, completions"
+            "run, version, output, env, install, status, forget, init, json, agent, resume, tail, completions"
         );
         assert!(find(crate::api::MODE).is_some_and(|c| c.hidden));
     }

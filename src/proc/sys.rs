@@ -127,6 +127,9 @@ pub fn block_signals_in_this_thread() {
 /// The local zone's offset from UTC at `t` (seconds since the epoch), in
 /// seconds east; 0 when the C library cannot tell.
 pub fn utc_offset(t: i64) -> i64 {
+    // libc marks musl's time_t deprecated (it is to become 64-bit, as it
+    // already is on the targets loopx builds for); the C call needs it.
+    #[allow(deprecated)]
     let t = t as libc::time_t;
     // SAFETY: localtime_r writes only into the zeroed tm it is given.
     unsafe {

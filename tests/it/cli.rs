@@ -783,6 +783,7 @@ fn top_help_lists_every_subcommand_once() {
             "json",
             "agent",
             "resume",
+            "tail",
             "completions"
         ]
     );

@@ -36,6 +36,7 @@ mod shellcheck;
 mod shim;
 mod signals;
 mod state_files;
+mod tail;
 mod unattended;
 mod version_check;
 mod waits;
