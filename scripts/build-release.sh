@@ -386,8 +386,6 @@ pack_npm() {
 pack_workflows() {
   local stage archive=$vdir/workflows.tar.gz
   [[ -d $root/dist/workflows ]] || die "missing $root/dist/workflows"
-  # Each workflow's lib/agent.sh must be the adapter of dist/agent.
-  "$root/scripts/sync-agent.sh" --check || die "stale copies of dist/agent/agent.sh"
   stage=$(mktemp -d "${TMPDIR:-/tmp}/loopx-workflows.XXXXXX")
   cp -R "$root/dist/workflows" "$stage/workflows"
   rm -rf "$stage"/workflows/*/runs "$stage"/workflows/*/state

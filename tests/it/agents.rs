@@ -407,28 +407,3 @@ per_preset!(
     ctrl_c_while_a_tool_runs_leaves_nothing,
     build_audit_fix_converges,
 );
-
-/// Each workflow's lib/agent.sh is dist/agent/agent.sh, byte for byte
-/// (scripts/sync-agent.sh copies it; scripts/build-release.sh checks).
-#[test]
-fn every_workflow_ships_the_same_adapter() {
-    let adapter = fs::read(Path::new(ROOT).join("dist/agent/agent.sh")).expect("adapter");
-    let dir = Path::new(ROOT).join("dist/workflows");
-    let mut n = 0;
-    for w in crate::util::names(&dir) {
-        if !dir.join(&w).join("package.json").is_file() {
-            continue;
-        }
-        let copy = fs::read(dir.join(&w).join("lib/agent.sh"))
-            .unwrap_or_else(|e| panic!("{w}/lib/agent.sh: {e}"));
-        assert!(
-            copy == adapter,
-            "{w}/lib/agent.sh differs: run scripts/sync-agent.sh"
-        );
-        n += 1;
-    }
-    assert_eq!(n, 3);
-    let mut check = Command::new(Path::new(ROOT).join("scripts/sync-agent.sh"));
-    check.arg("--check");
-    Run::command(check).run();
-}

@@ -100,7 +100,7 @@ fn every_shell_file_passes_shellcheck() {
         "scripts/stress.sh",
         "dist/action/run.sh",
         "dist/workflows/ralph/index.sh",
-        "dist/workflows/ralph/lib/agent.sh",
+        "dist/workflows/build-audit-fix/lib/common.sh",
     ] {
         assert!(
             files.iter().any(|f| f == known),

@@ -454,9 +454,6 @@ fn each_workflow_readme_documents_every_variable_its_scripts_read() {
         "PIPESTATUS",
         "PPID",
         "BASH_SOURCE",
-        // The agent CLIs' own (lib/agent.sh reads where Codex keeps its
-        // sessions).
-        "CODEX_HOME",
     ];
     for w in WORKFLOWS {
         let readme = fs::read_to_string(dir.join(w).join("README.md")).expect("README");
@@ -546,16 +543,29 @@ fn ralph_runs_a_fresh_agent_per_iteration_until_it_prints_the_done_line() {
         assert_eq!(lab.prompt(n), PROMPT.trim_end());
     }
     assert_eq!(lab.p.read("work.txt"), "one\ntwo\n");
-    // The agent's output of each iteration is kept in the run's directory:
-    // its events, its final message, its stderr.
+    // The agent's output of each iteration is kept in the run's directory
+    // (loopx agent's files): its events, its final message, its stderr,
+    // how it ended, its session.
     let run = only_dir(&lab.p.path(".loopx/ralph/runs"));
     let mut want = Vec::new();
     for n in 1..=4 {
-        for kind in ["events.jsonl", "final.txt", "stderr.log"] {
+        for kind in [
+            "events.jsonl",
+            "final.txt",
+            "last-class",
+            "session",
+            "stderr.log",
+            "summary.json",
+        ] {
             want.push(format!("iteration-{n}.{kind}"));
         }
     }
     assert_eq!(names_in(&run), want);
+    let summary: Value =
+        serde_json::from_str(&fs::read_to_string(run.join("iteration-4.summary.json")).unwrap())
+            .expect("summary.json");
+    assert_eq!(summary["class"], "done");
+    assert_eq!(summary["cost_usd"], 0.25);
     assert_eq!(
         fs::read_to_string(run.join("iteration-2.final.txt")).unwrap(),
         "did item 2\n"
@@ -624,11 +634,21 @@ fn ralph_retries_an_agent_that_hangs_past_the_timeout() {
             "iteration-1.attempt-2.events.jsonl",
             "iteration-1.attempt-2.final.txt",
             "iteration-1.attempt-2.stderr.log",
+            "iteration-1.attempt-2.summary.json",
+            // The timed-out attempt: no final message, no summary.
             "iteration-1.events.jsonl",
-            "iteration-1.final.txt",
-            "iteration-1.stderr.log"
+            "iteration-1.last-class",
+            "iteration-1.session",
+            "iteration-1.stderr.log",
         ]
     );
+    // The retry carries on the session the timed-out attempt started.
+    assert!(
+        lab.agent_file("args", 2).ends_with("--resume\nfake\n"),
+        "{}",
+        lab.agent_file("args", 2)
+    );
+    assert!(!lab.agent_file("args", 1).contains("--resume"));
 }
 
 #[test]
@@ -658,12 +678,21 @@ fn ralph_fails_clearly_without_a_prompt_file_or_when_the_agent_fails() {
     assert_eq!(lab.agent_calls(), 0);
 
     lab.p.file("PROMPT.md", PROMPT);
-    lab.reply(0, "echo 'rate limited' >&2; exit 3");
+    lab.reply(0, "echo 'segmentation fault' >&2; exit 3");
     lab.loopx(&["run", "ralph"])
         .status(1)
-        .stderr_contains("ralph: the agent failed (exit 3): rate limited; its output: ")
-        .stderr_contains("iteration-1.stderr.log")
+        .stderr_contains("ralph: claude ended: crashed (segmentation fault)")
+        .stderr_contains("loopx: error: script ralph:index exited with code 32")
         .run();
+
+    // A failure no retry fixes (here: the key) is not retried.
+    lab.reply(0, "echo 'Invalid API key · Please run /login' >&2; exit 1");
+    lab.loopx(&["run", "--retry", "2", "--retry-delay", "0", "ralph"])
+        .status(1)
+        .stderr_contains("ralph: claude ended: auth (Invalid API key")
+        .stderr_contains("loopx: ralph:index failed (exit 20) (auth): permanent, not retried")
+        .run();
+    assert_eq!(lab.agent_calls(), 2, "once per run: the auth error was not retried");
 }
 
 // ======================================================= build-audit-fix
@@ -975,6 +1004,60 @@ fn build_audit_fix_agent_that_hangs_times_out_and_the_report_says_where() {
     );
     assert!(
         report_row(&report, "3").ends_with(" | stopped (timed out or interrupted) |"),
+        "{report}"
+    );
+}
+
+#[test]
+fn build_audit_fix_waits_out_a_rate_limit_and_stops_at_a_permanent_failure() {
+    // A 429 during the audit: the step waits (retry_after) and runs again
+    // with the same input, and the report's steps say so.
+    let lab = build_audit_fix();
+    lab.reply(1, "echo hello > app.txt")
+        .reply(2, "echo 'API Error: 429 Too Many Requests' >&2; exit 1")
+        .reply(3, APPROVE);
+    lab.loopx(&["run", "--log", "run.jsonl", "--timeout", "30s", "build-audit-fix"])
+        .env("AGENT_LIMIT_WAIT", "1s")
+        .stderr_contains("build-audit-fix: claude ended: rate_limited, waiting 1s")
+        .stderr_contains("build-audit-fix: approved in round 1")
+        .run();
+    let log = lab.p.path("run.jsonl");
+    assert_eq!(
+        path_taken(&log),
+        [
+            "build-audit-fix:index",
+            "build-audit-fix:checks",
+            "build-audit-fix:audit",
+            "build-audit-fix:audit",
+            "build-audit-fix:report"
+        ]
+    );
+    assert!(events(&log).iter().any(|e| e["event"] == "wait"));
+    // The rerun got the same checks on its stdin.
+    assert_eq!(lab.prompt(2), lab.prompt(3));
+    let report = lab.p.read("build-audit-fix-report.md");
+    assert!(
+        report_row(&report, "3").contains("| audit | 1 |")
+            && report_row(&report, "3").contains("waiting 1s (usage or rate limit)"),
+        "{report}"
+    );
+    // The cost Claude Code reported adds up over the steps.
+    let end = run_end(&log);
+    assert!(end["cost_usd"].as_f64().is_some_and(|c| c > 0.7), "{end}");
+
+    // A key the API refuses: the step fails at once, --retry does not run
+    // it again, and the report says why.
+    let lab = build_audit_fix();
+    lab.reply(0, "echo 'Failed to authenticate. API Error: 401' >&2; exit 1");
+    lab.loopx(&["run", "--retry", "2", "--retry-delay", "0", "build-audit-fix"])
+        .status(1)
+        .stderr_contains("build-audit-fix: the build step failed: the agent failed (auth; see ")
+        .stderr_contains("(auth): permanent, not retried")
+        .run();
+    assert_eq!(lab.agent_calls(), 1);
+    let report = lab.p.read("build-audit-fix-report.md");
+    assert!(
+        report.contains("- Result: stopped: the build step failed (the agent failed (auth; see "),
         "{report}"
     );
 }
@@ -1372,13 +1455,15 @@ fn issue_runner_starts_an_issue_at_most_max_starts_per_hour() {
     let run = || lab.runner(&[]).env("MAX_STARTS_PER_HOUR", "1");
     run()
         .status(1)
-        .stderr_contains("issue-runner: #3: the agent failed (exit 1)")
+        .stderr_contains("issue-runner: claude ended: crashed (crashed)")
+        .stderr_contains("issue-runner: #3: claude in ")
         .run();
     // The next run hands #3 to a human, then takes #8 (which fails too).
     run()
         .status(1)
         .stderr_contains("issue-runner: #3 moved to agent:needs-human")
-        .stderr_contains("issue-runner: #8: the agent failed (exit 1)")
+        .stderr_contains("issue-runner: #8: claude in ")
+        .stderr_contains("issue-runner: claude ended: crashed (crashed)")
         .run();
     assert_eq!(lab.labels(3), ["agent:needs-human"]);
     // Someone (or some bot) puts #3 back at once: it is not started again

@@ -40,8 +40,8 @@ $(changes_summary)
 
 $checks"
 
-run_agent "$dir/audit" "$prompt"
-cp "$agent_final" "$dir/audit.md" || fail_step 1 "cannot write $dir/audit.md"
+run_agent "$dir" audit "$prompt"
+printf '%s\n' "$agent_final" >"$dir/audit.md" || fail_step 1 "cannot write $dir/audit.md"
 
 # The last VERDICT line wins; markdown emphasis around it is ignored.
 verdict=$(sed 's/[*`_]//g' "$dir/audit.md" |

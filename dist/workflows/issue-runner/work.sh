@@ -59,25 +59,34 @@ $body
 $instructions"
 
 say "#$number: ${AGENT_CMD:-${AGENT:-claude}} in $clone (attempt $LOOPX_ATTEMPT)"
-agent_label="issue-runner: #$number"
 printf '%s\n' "$prompt" >"$run_dir/agent.prompt.md" || die "cannot write $run_dir/agent.prompt.md"
-# The agent may run git and the forge's CLI (to push and open the pull
-# request) besides its edits; AGENT_ALLOW adds more.
-agent_run "$run_dir/agent" "$clone" "$run_dir/agent.prompt.md" "$forge_cmd"
-case $? in
-  0) ;;
-  2)
-    # A usage or rate limit: loopx runs this step again after the wait.
-    agent_emit_wait
-    exit 0
-    ;;
-  *) exit 1 ;;
-esac
+# The agent (`loopx agent`) may run git and the forge's CLI (to push and
+# open the pull request) besides its edits; AGENT_ALLOW adds more. Every
+# attempt starts from a new clone, so it starts a new agent session too
+# (--fresh): the last attempt's session would remember work this clone
+# does not have.
+out=$("$LOOPX_BIN" agent --output --fresh --dir "$run_dir" --step agent --workdir "$clone" \
+  --prompt "$run_dir/agent.prompt.md" --allow "$forge_cmd")
+status=$?
+if [ "$status" -ne 0 ]; then
+  # The agent failed: so does this step, for --retry, unless loopx agent's
+  # output says no retry would help (auth, billing, a refused permission,
+  # ...). Either way the issue stays claimed, and the next run hands it to
+  # a person.
+  printf '%s\n' "$out"
+  exit "$status"
+fi
+field() { printf '%s' "$out" | "$LOOPX_BIN" json "$1"; }
+if [ -n "$(field .retry_after)" ]; then
+  # A usage or rate limit: loopx runs this step again after the wait.
+  printf '%s\n' "$out"
+  exit 0
+fi
+cost=$(field .cost_usd)
 
 # The final message of the attempt that finished, for finish.sh.
-cp "$agent_final" "$run_dir/agent.log"
-log=$agent_final
-route=$(sed 's/[*`]//g' "$log" | sed -n 's/^[[:space:]]*ROUTE:[[:space:]]*\([^[:space:]]*\).*/\1/p' | tail -n 1)
+field .result >"$run_dir/agent.log"
+route=$(sed 's/[*`]//g' "$run_dir/agent.log" | sed -n 's/^[[:space:]]*ROUTE:[[:space:]]*\([^[:space:]]*\).*/\1/p' | tail -n 1)
 [ -n "$route" ] || route="done"
 say "#$number: the agent routed it to '$route'"
-agent_output --result "$number $route" --goto finish
+output --result "$number $route" --goto finish ${cost:+--cost-usd "$cost"}

@@ -1,20 +1,18 @@
 #!/bin/bash
 # ralph: the classic agent loop. Every iteration runs the agent CLI once, in
-# a fresh process, on the same prompt file, in the project root. The loop
-# stops when the agent marks the task done: it creates the done file, or it
-# prints the done line on a line of its own. Otherwise this script prints no
-# goto and loopx starts it again (after --retry, --timeout and --max-time
-# had their say). See README.md.
+# a fresh process, on the same prompt file, in the project root (`loopx
+# agent`). The loop stops when the agent marks the task done: it creates the
+# done file, or it prints the done line on a line of its own. Otherwise this
+# script prints no goto and loopx starts it again (after --retry, --timeout
+# and --max-time had their say). See README.md.
 #
-# Variables: AGENT (claude, codex or gemini), AGENT_CMD and the other
-# AGENT_* of lib/agent.sh, RALPH_PROMPT, RALPH_DONE_FILE, RALPH_DONE_LINE.
-# Written for bash 3.2 (macOS's /bin/bash) and later.
+# Variables: RALPH_PROMPT, RALPH_DONE_FILE, RALPH_DONE_LINE, and the AGENT*
+# variables `loopx agent` reads (AGENT, AGENT_CMD, AGENT_ARGS, ...).
+# Needs nothing but loopx, bash and the agent CLI. Written for bash 3.2
+# (macOS's /bin/bash) and later.
 set -uo pipefail
-# shellcheck source-path=SCRIPTDIR source=lib/agent.sh
-. "$(dirname "$0")/lib/agent.sh"
 
 root=$LOOPX_PROJECT_ROOT
-agent_label=ralph
 prompt_file=${RALPH_PROMPT:-PROMPT.md}
 done_file=${RALPH_DONE_FILE:-.ralph-done}
 done_line=${RALPH_DONE_LINE:-LOOP_DONE}
@@ -39,34 +37,34 @@ if [ ! -f "$prompt_file" ] || [ ! -r "$prompt_file" ]; then
   exit 1
 fi
 
-# Each run keeps the agent's output of every iteration, for the
-# post-mortem: runs/<run>/iteration-<n>[.wait-<w>][.attempt-<m>].*
-run_dir=$PWD/runs/$LOOPX_RUN_ID
-mkdir -p "$run_dir" || exit 1
-
 say "iteration $LOOPX_ITERATION (attempt $LOOPX_ATTEMPT): ${AGENT_CMD:-${AGENT:-claude}} <${prompt_file#"$root"/}>"
-# The prompt goes to the agent on its stdin; its steps show on stderr.
-agent_run "$run_dir/iteration-$LOOPX_ITERATION" "$root" "$prompt_file"
-case $? in
-  0) ;;
-  2)
-    # A usage or rate limit: loopx runs this iteration again after the wait.
-    agent_emit_wait
-    exit 0
-    ;;
-  *)
-    # A failed iteration fails the script: loopx retries it with --retry.
-    exit 1
-    ;;
-esac
-
+# The agent in the project root, the prompt file on its stdin, its steps on
+# stderr; its files in runs/<run>/iteration-<n>[.wait-<w>][.attempt-<m>].*
+# (the workflow's directory is the working directory). Its stdout is loopx
+# output: the final message as the result, "stop" when the done line is
+# there, a wait (retry_after) after a usage or rate limit, the cost.
+out=$("$LOOPX_BIN" agent --output --done-line "$done_line" --prompt "$prompt_file")
+status=$?
+if [ "$status" -ne 0 ]; then
+  # A failed iteration fails the script: loopx retries it with --retry,
+  # unless the output says the failure is permanent (auth, billing, a
+  # refused permission, ...).
+  printf '%s\n' "$out"
+  exit "$status"
+fi
+field() { printf '%s' "$out" | "$LOOPX_BIN" json "$1"; }
+if [ -n "$(field .retry_after)" ]; then
+  # A usage or rate limit: loopx runs this iteration again after the wait.
+  printf '%s\n' "$out"
+  exit 0
+fi
+cost=$(field .cost_usd)
 # The done line counts only on a line of its own (blanks and a trailing CR
 # around it are fine), so a prompt quoted back by the agent does not stop it.
-if [ -e "$done_file" ] ||
-  sed 's/^[[:space:]]*//; s/[[:space:]]*$//' "$agent_final" | grep -qxF -- "$done_line"; then
+if [ "$(field .stop)" = true ] || [ -e "$done_file" ]; then
   say "the agent marked the task done after $LOOPX_ITERATION iteration(s)"
-  agent_output --result "done" --stop
+  output --result "done" --stop ${cost:+--cost-usd "$cost"}
   exit 0
 fi
 # No goto: loopx starts this script again, with a fresh agent.
-agent_output --result "iteration $LOOPX_ITERATION: not done yet"
+output --result "iteration $LOOPX_ITERATION: not done yet" ${cost:+--cost-usd "$cost"}

@@ -10,16 +10,14 @@
 #   steps.tsv    one line per step attempt: step, round, start, took, outcome
 #   round-<n>/   lint.log, test.log (+ .status), audit.md, verdict
 #   build.*, fix-<n>.*, round-<n>/audit.*
-#                each agent run (lib/agent.sh): .prompt.md, .events.jsonl
+#                each agent run (`loopx agent`): .prompt.md, .events.jsonl
 #                (its raw output), .final.txt (its final message),
-#                .stderr.log; per wait and attempt (.wait-<w>.attempt-<m>)
+#                .stderr.log, .summary.json (how it ended); per wait and
+#                attempt (.wait-<w>.attempt-<m>); .session (its session,
+#                carried on by a retry of the step)
 #   report.md    a copy of the report
 
-# shellcheck source-path=SCRIPTDIR source-path=SCRIPTDIR/lib source=agent.sh
-. "$(dirname "${BASH_SOURCE[0]}")/agent.sh"
-
 root=$LOOPX_PROJECT_ROOT
-agent_label=build-audit-fix
 max_rounds=${MAX_ROUNDS:-3}
 task_file=${TASK_FILE:-TASK.md}
 case $task_file in /*) ;; *) task_file=$root/$task_file ;; esac
@@ -126,24 +124,42 @@ record_step() {
 
 # ------------------------------------------------------------- the agent
 
-# run_agent <base> <prompt>: the agent in the working directory, the
-# prompt on its stdin (kept as <base>.prompt.md), its files next to it
-# (lib/agent.sh). The check commands are allowed besides git. A usage or
-# rate limit ends the step with a wait (loopx runs it again after it); a
-# failure fails the step. On success, $agent_final holds its answer.
+# run_agent <dir> <step> <prompt>: the agent (`loopx agent`) in the
+# working directory, the prompt on its stdin (kept as <dir>/<step>.prompt.md),
+# its files next to it. The check commands are allowed besides git. A usage
+# or rate limit ends the step with a wait (loopx runs it again after it); a
+# failure fails the step, and a permanent one (auth, billing, a refused
+# permission, ...) says so, so that --retry does not run it again. On
+# success, $agent_final holds its final message and $agent_cost what it
+# cost (dollars, or nothing).
 run_agent() {
-  printf '%s\n' "$2" >"$1.prompt.md" || fail_step 1 "cannot write $1.prompt.md"
-  agent_run "$1" "$work" "$1.prompt.md" "${LINT_CMD:-}" "${TEST_CMD:-}"
-  case $? in
-    0) ;;
-    2)
-      record_step "$current_step" "${round:-1}" "$step_start" "waiting ${agent_wait}s (usage limit)"
-      agent_emit_wait
-      exit 0
-      ;;
-    *) fail_step 1 "the agent failed (see $agent_events)" ;;
-  esac
+  local out status allow="" c
+  printf '%s\n' "$3" >"$1/$2.prompt.md" || fail_step 1 "cannot write $1/$2.prompt.md"
+  for c in "${LINT_CMD:-}" "${TEST_CMD:-}"; do
+    [ -n "$c" ] && allow=${allow:+$allow,}$c
+  done
+  out=$("$LOOPX_BIN" agent --output --dir "$1" --step "$2" --workdir "$work" \
+    --prompt "$1/$2.prompt.md" ${allow:+--allow "$allow"})
+  status=$?
+  agent_cost=$(agent_field "$out" .cost_usd)
+  if [ "$status" -ne 0 ]; then
+    fail_step "$status" "the agent failed ($(agent_field "$out" .class); see $1/$2.*)" "$out"
+  fi
+  if [ -n "$(agent_field "$out" .retry_after)" ]; then
+    record_step "$current_step" "${round:-1}" "$step_start" "waiting $(agent_field "$out" .retry_after)s (usage or rate limit)"
+    printf '%s\n' "$out"
+    exit 0
+  fi
+  # shellcheck disable=SC2034 # audit.sh reads it
+  agent_final=$(agent_field "$out" .result)
 }
+
+# agent_field <loopx output> <path>: a field of loopx agent's output.
+agent_field() { printf '%s' "$1" | "$LOOPX_BIN" json "$2"; }
+
+# agent_output <loopx output options>: `loopx output`, plus what the
+# agent's run cost when it is known.
+agent_output() { output "$@" ${agent_cost:+--cost-usd "$agent_cost"}; }
 
 # A step that loopx stops (--timeout, Ctrl-C, SIGTERM, SIGHUP) gets the
 # signal with its whole group; bash runs this once the agent is gone, so
@@ -166,13 +182,16 @@ begin_step() {
   say "round ${round:-1}: $1"
 }
 
-# fail_step <status> <what>: records a failed step and exits with <status>,
-# so that loopx retries it (--retry) or stops with exit 1.
+# fail_step <status> <what> [<output>]: records a failed step and exits
+# with <status>, so that loopx retries it (--retry) or stops with exit 1.
+# <output> is the failing step's stdout: loopx agent's, which marks a
+# permanent failure that no retry would fix.
 fail_step() {
   record_step "$current_step" "${round:-1}" "$step_start" "failed: $2"
   drop_worktree
   write_report "stopped: the $current_step step failed ($2)"
   say "the $current_step step failed: $2"
+  [ -n "${3:-}" ] && printf '%s\n' "$3"
   exit "$1"
 }
 

@@ -11,15 +11,13 @@
 #                  The next run finishes it (index.sh) if this run could not.
 #   starts/<n>     one line per start on issue <n> (seconds since 1970)
 # Each run that takes an issue also gets runs/<LOOPX_RUN_ID>/: the clean
-# clone (removed when the issue is finished) and the agent's files
-# (lib/agent.sh): agent[.wait-<w>][.attempt-<m>].events.jsonl (its raw
-# output), .final.txt (its final message), .stderr.log, and the prompt.
-
-# shellcheck source-path=SCRIPTDIR source-path=SCRIPTDIR/lib source=agent.sh
-. "$(dirname "${BASH_SOURCE[0]}")/agent.sh"
+# clone (removed when the issue is finished) and the agent's files (`loopx
+# agent`): agent[.wait-<w>][.attempt-<m>].events.jsonl (its raw output),
+# .final.txt (its final message), .stderr.log, .summary.json (how it
+# ended), and the prompt; agent.log is the final message of the attempt
+# that finished, for finish.sh.
 
 root=$LOOPX_PROJECT_ROOT
-agent_label=issue-runner
 forge_cmd=${FORGE_CMD:-gh}
 repo=${REPO:-}
 allowed_authors=${ALLOWED_AUTHORS:-}
