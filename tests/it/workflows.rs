@@ -692,7 +692,11 @@ fn ralph_fails_clearly_without_a_prompt_file_or_when_the_agent_fails() {
         .stderr_contains("ralph: claude ended: auth (Invalid API key")
         .stderr_contains("loopx: ralph:index failed (exit 20) (auth): permanent, not retried")
         .run();
-    assert_eq!(lab.agent_calls(), 2, "once per run: the auth error was not retried");
+    assert_eq!(
+        lab.agent_calls(),
+        2,
+        "once per run: the auth error was not retried"
+    );
 }
 
 // ======================================================= build-audit-fix
@@ -1016,11 +1020,18 @@ fn build_audit_fix_waits_out_a_rate_limit_and_stops_at_a_permanent_failure() {
     lab.reply(1, "echo hello > app.txt")
         .reply(2, "echo 'API Error: 429 Too Many Requests' >&2; exit 1")
         .reply(3, APPROVE);
-    lab.loopx(&["run", "--log", "run.jsonl", "--timeout", "30s", "build-audit-fix"])
-        .env("AGENT_LIMIT_WAIT", "1s")
-        .stderr_contains("build-audit-fix: claude ended: rate_limited, waiting 1s")
-        .stderr_contains("build-audit-fix: approved in round 1")
-        .run();
+    lab.loopx(&[
+        "run",
+        "--log",
+        "run.jsonl",
+        "--timeout",
+        "30s",
+        "build-audit-fix",
+    ])
+    .env("AGENT_LIMIT_WAIT", "1s")
+    .stderr_contains("build-audit-fix: claude ended: rate_limited, waiting 1s")
+    .stderr_contains("build-audit-fix: approved in round 1")
+    .run();
     let log = lab.p.path("run.jsonl");
     assert_eq!(
         path_taken(&log),
@@ -1048,12 +1059,22 @@ fn build_audit_fix_waits_out_a_rate_limit_and_stops_at_a_permanent_failure() {
     // A key the API refuses: the step fails at once, --retry does not run
     // it again, and the report says why.
     let lab = build_audit_fix();
-    lab.reply(0, "echo 'Failed to authenticate. API Error: 401' >&2; exit 1");
-    lab.loopx(&["run", "--retry", "2", "--retry-delay", "0", "build-audit-fix"])
-        .status(1)
-        .stderr_contains("build-audit-fix: the build step failed: the agent failed (auth; see ")
-        .stderr_contains("(auth): permanent, not retried")
-        .run();
+    lab.reply(
+        0,
+        "echo 'Failed to authenticate. API Error: 401' >&2; exit 1",
+    );
+    lab.loopx(&[
+        "run",
+        "--retry",
+        "2",
+        "--retry-delay",
+        "0",
+        "build-audit-fix",
+    ])
+    .status(1)
+    .stderr_contains("build-audit-fix: the build step failed: the agent failed (auth; see ")
+    .stderr_contains("(auth): permanent, not retried")
+    .run();
     assert_eq!(lab.agent_calls(), 1);
     let report = lab.p.read("build-audit-fix-report.md");
     assert!(
