@@ -1642,10 +1642,10 @@ fn the_authoring_guides_example_passes_its_own_test_and_shellcheck() {
         .stdout("write-check: all good\n")
         .stderr(
             "write-check: try 1 of 3\n\
-             wrote it\n\
+             write-check: wrote it\n\
              write-check: the check failed\n\
              write-check: try 2 of 3\n\
-             fixed it\n\
+             write-check: fixed it\n\
              write-check: the check passed\n",
         )
         .run();
