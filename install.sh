@@ -39,16 +39,16 @@ say() {
 }
 
 warn() {
-  printf 'loopx install: warning: %s\n' "$*" >&2
+  printf 'install.sh: warning: %s\n' "$*" >&2
 }
 
 die() {
-  printf 'loopx install: error: %s\n' "$*" >&2
+  printf 'install.sh: error: %s\n' "$*" >&2
   exit 1
 }
 
 usage_error() {
-  printf 'loopx install: error: %s (see --help)\n' "$*" >&2
+  printf 'install.sh: error: %s (see --help)\n' "$*" >&2
   exit 2
 }
 

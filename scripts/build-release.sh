@@ -389,6 +389,13 @@ pack_workflows() {
   stage=$(mktemp -d "${TMPDIR:-/tmp}/loopx-workflows.XXXXXX")
   cp -R "$root/dist/workflows" "$stage/workflows"
   rm -rf "$stage"/workflows/*/runs "$stage"/workflows/*/state
+  # The authoring guide goes into every workflow too: a multi-workflow
+  # source's top-level files are not installed (§10.1), and a user who
+  # installed one workflow should have the guide beside it.
+  local w
+  for w in "$stage"/workflows/*/; do
+    cp "$root/dist/workflows/AUTHORING.md" "$w"
+  done
   find "$stage/workflows" -type d -exec chmod 0755 {} +
   find "$stage/workflows" -type f -exec chmod 0644 {} +
   find "$stage/workflows" -type f -name '*.sh' -exec chmod 0755 {} +

@@ -3,7 +3,7 @@
 //! and versioned so a mismatched binary is detected with a clear error.
 //!
 //! Invocation: `loopx __api <protocol> [run options] -- <target>` with the
-//! project root as cwd. The options are those of `loopx run` (cli/run_flags.rs):
+//! project root as cwd. The options are those of `loopx run` (the table in run_options.rs):
 //! `-n`, `-e <abs path>`, `--timeout`, `--max-time`, `--retry`,
 //! `--retry-delay`.
 //!

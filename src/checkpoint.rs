@@ -125,7 +125,7 @@ pub struct Record {
     pub run_id: String,
     pub root: String,
     pub target: String,
-    /// The run's options as `RunOptions::to_json` writes them: an env file
+    /// The run's options as `RunOptions::saved` writes them: an env file
     /// as its path, never its values.
     pub options: String,
     /// `workflow:script` about to run or running.
@@ -614,6 +614,26 @@ pub fn prune(dir: &Path, now_ms: i64) -> Result<Vec<Found>, (PathBuf, DirProblem
         }
     }
     Ok(kept)
+}
+
+/// Removes the checkpoint of run `id` (and its inputs) unless its run still
+/// holds it (`loopx forget`): `WouldBlock` then. The lock is taken first,
+/// so a run cannot start resuming it meanwhile.
+pub fn forget(dir: &Path, id: &str) -> io::Result<()> {
+    let file = OpenOptions::new()
+        .read(true)
+        // O_NONBLOCK: `list` vouched for a regular file, but one swapped
+        // for a FIFO since must not hang the open.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(Checkpoint::path(dir, id))?;
+    sys::try_lock(&file)?;
+    for suffix in [".input.0", ".input.1", ".ckpt"] {
+        match fs::remove_file(dir.join(format!("{id}{suffix}"))) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -209,6 +209,59 @@ pub fn has_crlf(path: &Path) -> bool {
         .is_ok_and(|_| head.windows(2).any(|w| w == b"\r\n"))
 }
 
+/// Whether a bash script runs a command named `loopx` (at the start of a
+/// command, not in a comment, not `$LOOPX_BIN` or a path), for the hint on
+/// a script that exited 127. Reads at most the first MiB.
+pub fn calls_bare_loopx(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = Vec::new();
+    if fs::File::open(path)
+        .and_then(|f| f.take(1 << 20).read_to_end(&mut head))
+        .is_err()
+    {
+        return false;
+    }
+    String::from_utf8_lossy(&head).lines().any(runs_loopx)
+}
+
+/// Whether one line of bash runs `loopx` as a command.
+fn runs_loopx(line: &str) -> bool {
+    let code = line.trim_start();
+    if code.starts_with('#') {
+        return false;
+    }
+    let bytes = code.as_bytes();
+    code.match_indices("loopx").any(|(i, _)| {
+        let before = i.checked_sub(1).map(|j| bytes[j]);
+        let after = bytes.get(i + 5).copied();
+        let starts_command = match before {
+            None => true,
+            // After ` #` the rest of the line is a comment (quotes aside).
+            Some(b) => b" \t;|&(`{".contains(&b) && !code[..i].contains(" #"),
+        };
+        let ends_word = after.map_or(true, |b| b == b' ' || b == b'\t' || b == b';' || b == b')');
+        starts_command && ends_word && !is_argument(&code[..i])
+    })
+}
+
+/// Whether text before a word makes it an argument rather than a command:
+/// the previous word is a plain word (`echo loopx`), not an operator.
+fn is_argument(before: &str) -> bool {
+    let before = before.trim_end();
+    match before.chars().last() {
+        None => false,
+        Some(c) => {
+            !";|&(`{".contains(c)
+                && !before.ends_with("then")
+                && !before.ends_with("do")
+                && !before.ends_with("else")
+                && !before.ends_with("exec")
+                && !before.ends_with("time")
+                && !before.ends_with('!')
+        }
+    }
+}
+
 /// The supported script files directly inside `dir`, as (file name, path,
 /// base name, extension), sorted by file name. Symlinks are followed; entries
 /// that are not regular files after following (directories, broken links,
@@ -367,6 +420,32 @@ mod tests {
 
     fn strings(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn loopx_by_name_is_found_where_it_is_a_command() {
+        for line in [
+            "loopx output --stop",
+            "  loopx output --result \"$x\"",
+            "out=$(loopx json .result <events)",
+            "grep x f | loopx json .a",
+            "if true; then loopx output --stop; fi",
+            "true && loopx output --stop",
+        ] {
+            assert!(runs_loopx(line), "{line}");
+        }
+        for line in [
+            "\"$LOOPX_BIN\" output --stop",
+            "$LOOPX_BIN output --stop",
+            "# loopx output --stop",
+            "echo 'use loopx here' >&2",
+            "npx loopx run w",
+            "/usr/local/bin/loopx output --stop",
+            "cd loopx-work",
+            "x=1 # then loopx",
+        ] {
+            assert!(!runs_loopx(line), "{line}");
+        }
     }
 
     #[test]

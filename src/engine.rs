@@ -174,6 +174,9 @@ struct Loop<'o> {
     /// What the scripts reported spending (`cost_usd`), and whether any did.
     cost: f64,
     cost_reported: bool,
+    /// The failure that ended the run was marked permanent by its script:
+    /// no resume can help it, so the run is not kept.
+    permanent: bool,
     /// Active time before this process took the run over (a resume), and
     /// when it did: downtime in between does not count (`--max-time`).
     active_before: Duration,
@@ -268,11 +271,18 @@ fn judge(finished: &Finished, label: &str, script: &Script, timeout: Option<Dura
             // likeliest cause of a bash script failing at once.
             let crlf = (script.kind == Kind::Bash && discovery::has_crlf(&script.path))
                 .then(|| script.path.clone());
+            // 127 is bash's "command not found": `loopx` by name instead of
+            // "$LOOPX_BIN" (§3.4) is the likeliest command a script expects.
+            let bare_loopx = (code == 127
+                && script.kind == Kind::Bash
+                && discovery::calls_bare_loopx(&script.path))
+            .then(|| script.path.clone());
             failed(
                 Error::ScriptFailed {
                     script: label,
                     code,
                     crlf,
+                    bare_loopx,
                 },
                 true,
                 how,
@@ -398,6 +408,7 @@ impl Loop<'_> {
                 None,
                 mark.class.as_deref(),
             );
+            self.permanent = mark.permanent;
             if !failure.retryable || attempt > self.opts.retry {
                 return Err(failure.error);
             }
@@ -561,6 +572,13 @@ impl Loop<'_> {
             (OsStr::new("LOOPX_ATTEMPT"), OsStr::new(&attempt)),
             (OsStr::new("LOOPX_WAITS"), OsStr::new(&waits)),
         ];
+        // The script span's, when traces are on (otel.rs).
+        let traceparent = self.report.traceparent();
+        extra.extend(
+            traceparent
+                .as_deref()
+                .map(|t| (OsStr::new("TRACEPARENT"), OsStr::new(t))),
+        );
         extra.extend(
             program
                 .env
@@ -670,6 +688,7 @@ fn execute(opts: &RunOptions, observer: &mut dyn Observer, origin: Origin) -> Re
         Origin::New => run_id(),
         Origin::Resumed(keeper) => keeper.record().run_id.clone(),
     };
+    let resumed = matches!(origin, Origin::Resumed(_));
     // `--log` wins over LOOPX_LOG; a relative path is the project root's.
     let log = opts.log.clone().or_else(|| {
         std::env::var_os("LOOPX_LOG")
@@ -681,13 +700,19 @@ fn execute(opts: &RunOptions, observer: &mut dyn Observer, origin: Origin) -> Re
     // terminal is the consumer's), nor without a terminal, where stderr
     // stays exactly the spec's (DESIGN.md "Beyond the spec").
     let notes = opts.verbose || (observer.shares_terminal() && stderr_is_terminal());
+    // The restart note is the exception: a loop with no -n that only
+    // restarts on plain text runs until interrupted, so it is said once on
+    // stderr whatever stderr is (CLI runs; the API's consumer sees every
+    // output itself). With -n, restarting is bounded and asked for.
     let mut report = Reporter::new(
         log.as_deref(),
         opts.verbose,
         notes,
+        observer.shares_terminal() && opts.max_iterations.is_none(),
         &run_id,
         observer.owns_stdout(),
     )?;
+    report.watch(opts.on_event.as_ref(), &run_id, &opts.target);
     match &origin {
         Origin::New => report.run_start(&opts.target, &opts.to_json(), &project_root),
         Origin::Resumed(keeper) => report.run_resume(
@@ -708,21 +733,46 @@ fn execute(opts: &RunOptions, observer: &mut dyn Observer, origin: Origin) -> Re
         &mut state,
     );
     report.run_end(&result, state.cost_reported.then_some(state.cost));
-    if let Some(keeper) = state.keeper {
-        match &result {
-            Ok(_) => keeper.finish(),
-            Err(err) => keeper.end(
-                checkpoint::Ended {
-                    reason: err.reason().to_string(),
-                    exit_code: err.exit_code(),
-                    at_ms: clock::now_ms(),
-                },
-                state.active_ms,
-                state.cost,
-            ),
+    let Some(keeper) = state.keeper else {
+        return result.map(|_| ());
+    };
+    let ended = |err: &Error| checkpoint::Ended {
+        reason: err.reason().to_string(),
+        exit_code: err.exit_code(),
+        at_ms: clock::now_ms(),
+    };
+    match result {
+        Err(err) if !state.permanent && worth_resuming(&err, keeper.record()) => {
+            keeper.end(ended(&err), state.active_ms, state.cost);
+            // Every ending that keeps the run says how to carry it on.
+            Err(err.with_resume_line(&run_id))
+        }
+        // A resumed run that loopx refused to carry on (its saved input
+        // unreadable, a workflow gone) still holds what it did before:
+        // kept, without the line, since resuming again meets the refusal.
+        Err(err) if resumed && !state.permanent => {
+            keeper.end(ended(&err), state.active_ms, state.cost);
+            Err(err)
+        }
+        result => {
+            keeper.finish();
+            result.map(|_| ())
         }
     }
-    result.map(|_| ())
+}
+
+/// Whether a run that ended with `err` is kept for `loopx resume`: it ended
+/// at a script (Error::ends_at_a_script: not loopx refusing what is on
+/// disk, which a resume would meet again), and a resume carries something
+/// on: the run got past its first iteration, or it waits for a time it
+/// saved. A run that fails in its very first script (a missing file, a
+/// setting not given) has nothing to carry on: fix it and run it again.
+/// Neither has a failure its script marked permanent (the caller checks).
+fn worth_resuming(err: &Error, record: &checkpoint::Record) -> bool {
+    err.ends_at_a_script()
+        && (record.iteration > 1
+            || record.wait_until_ms.is_some()
+            || matches!(err, Error::WaitTooLong { .. }))
 }
 
 /// What the loop hands back for the end of the run: the checkpoint to
@@ -732,6 +782,7 @@ struct Ended {
     keeper: Option<Keeper>,
     cost: f64,
     cost_reported: bool,
+    permanent: bool,
     active_ms: u64,
 }
 
@@ -871,6 +922,7 @@ fn run_loop(
         input_saved: resumed.is_some(),
         cost: resumed.as_ref().map_or(0.0, |r| r.cost_usd),
         cost_reported: resumed.as_ref().is_some_and(|r| r.cost_usd > 0.0),
+        permanent: false,
         active_before,
         started: Instant::now(),
         report,
@@ -888,6 +940,7 @@ fn run_loop(
     ended.keeper = lp.keeper.take();
     ended.cost = lp.cost;
     ended.cost_reported = lp.cost_reported;
+    ended.permanent = lp.permanent;
     ended.active_ms = lp.active().as_millis() as u64;
     result
 }

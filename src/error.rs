@@ -3,11 +3,11 @@
 //! maps errors onto exit codes (§12).
 
 use std::fmt;
-use std::io;
+use std::io::{self, Write};
 use std::path::PathBuf;
 
 use crate::target::Invalid;
-use crate::text::{format_size, shown};
+use crate::text::{format_size, shown, terminal_safe};
 
 #[derive(Debug)]
 pub enum Error {
@@ -94,10 +94,13 @@ pub enum Error {
     /// A script ended with a non-zero exit code (§7.2). `crlf`: the
     /// script's file, when it is a bash script with CRLF line endings
     /// (probably why it failed).
+    /// `bare_loopx`: the script's file, when it exited 127 (command not
+    /// found) and calls `loopx` by name instead of `"$LOOPX_BIN"` (§3.4).
     ScriptFailed {
         script: String,
         code: i32,
         crlf: Option<PathBuf>,
+        bare_loopx: Option<PathBuf>,
     },
     /// A script was killed by a signal: a non-zero exit for §7.2.
     ScriptKilled {
@@ -135,6 +138,15 @@ pub enum Error {
     NothingToResume {
         what: String,
         available: Vec<String>,
+    },
+    /// `loopx init` where `.loopx/<workflow>` exists: nothing is written.
+    InitExists {
+        workflow: String,
+        ready_made: bool,
+    },
+    /// `loopx forget <id>` of a run whose loopx still runs.
+    ForgetLive {
+        run_id: String,
     },
     /// `loopx resume` of a run whose scripts still run.
     ResumeBusy {
@@ -339,6 +351,57 @@ impl Error {
         }
     }
 
+    /// Whether the run ended at a script, so that running it again may go
+    /// differently: the script failed, was killed or timed out, gave an
+    /// output extension loopx could not use, the user interrupted it, or
+    /// it asked for a wait past the budget. Every other error is loopx
+    /// refusing what is on disk or in the environment (a missing workflow,
+    /// script, env file or runtime, an invalid goto, a script file gone):
+    /// a resume would meet the same refusal, so such runs are not kept
+    /// (engine.rs, execute).
+    pub fn ends_at_a_script(&self) -> bool {
+        matches!(
+            self,
+            Error::ScriptFailed { .. }
+                | Error::ScriptKilled { .. }
+                | Error::TimedOut { .. }
+                | Error::ScriptNeedsTerminal { .. }
+                | Error::InvalidExtension { .. }
+                | Error::Interrupted { .. }
+                | Error::WaitTooLong { .. }
+        )
+    }
+
+    /// Whether the message itself gives the `loopx resume` command.
+    fn names_resume(&self) -> bool {
+        matches!(
+            self,
+            Error::WaitTooLong {
+                resume_id: Some(_),
+                ..
+            }
+        )
+    }
+
+    /// The error's own line, then the `loopx resume` line of the run it
+    /// ended (a kept checkpoint), on stderr; `Reported` for main, which has
+    /// nothing left to print.
+    pub fn with_resume_line(self, run_id: &str) -> Error {
+        // Written here, as main would write them (messages.rs sits above
+        // this module); the run id is validated, but escaped all the same.
+        let mut err = io::stderr();
+        if !self.is_silent() {
+            let _ = writeln!(err, "loopx: error: {}", terminal_safe(&self.to_string()));
+        }
+        if !self.names_resume() {
+            let line = format!("the run can be resumed: loopx resume {run_id}");
+            let _ = writeln!(err, "loopx: {}", terminal_safe(&line));
+        }
+        Error::Reported {
+            code: self.exit_code(),
+        }
+    }
+
     /// Why the run ended, as the JS API's `reason` (and the run log) say.
     pub fn reason(&self) -> &'static str {
         match self {
@@ -420,22 +483,20 @@ impl fmt::Display for Error {
                 write!(f, "{}\nhint: see '{help}'", shown(message))
             }
             Error::NoLoopxDir { root, above } => {
-                write!(
-                    f,
-                    "no .loopx/ directory in {}\n\
-                     hint: create a workflow with `mkdir -p .loopx/<workflow>` and put an \
-                     index.sh (or index.ts) script in it",
-                    root.display()
-                )?;
-                // §5.1: loopx looks only in the current directory, never
-                // above it; a parent's .loopx/ is probably the one meant.
+                // One statement, then a hint that adds something: how to
+                // get a workflow, or (§5.1: loopx looks only in the current
+                // directory, never above it) where the one meant probably is.
+                write!(f, "no .loopx/ directory in {}\nhint: ", root.display())?;
                 match above {
                     Some(dir) => write!(
                         f,
-                        ", or run loopx from {}, which has one",
+                        "run loopx from {}, which has one (or `loopx init` to start one here)",
                         shown(&dir.to_string_lossy())
                     ),
-                    None => Ok(()),
+                    None => f.write_str(
+                        "`loopx init` writes a workflow to start from (.loopx/main/index.sh); \
+                         `loopx init -h` lists the ready-made ones",
+                    ),
                 }
             }
             Error::Validation { problems } => {
@@ -497,6 +558,29 @@ impl fmt::Display for Error {
                     write!(f, " (resumable runs: {})", available.join(", "))
                 }
             }
+            Error::InitExists {
+                workflow,
+                ready_made,
+            } => {
+                write!(
+                    f,
+                    ".loopx/{workflow} already exists; nothing was written\n\
+                     hint: run it with `loopx run {workflow}`"
+                )?;
+                if *ready_made {
+                    f.write_str(
+                        ", or replace it with the release's copy: `loopx install -y -w \
+                         <name> <workflows.tar.gz URL>` (README, \"Ready-made workflows\")",
+                    )
+                } else {
+                    f.write_str(", or start another: `loopx init <name>`")
+                }
+            }
+            Error::ForgetLive { run_id } => write!(
+                f,
+                "run {run_id} is still running (its loopx holds the checkpoint); \
+                 nothing was forgotten\nhint: stop it first (see loopx status)"
+            ),
             Error::ResumeBusy { run_id, pgids } if pgids.is_empty() => write!(
                 f,
                 "run {run_id} is still running: another loopx holds its checkpoint (see loopx status)"
@@ -611,8 +695,23 @@ impl fmt::Display for Error {
                 waited.as_secs(),
                 shown(&lock.to_string_lossy())
             ),
-            Error::ScriptFailed { script, code, crlf } => {
+            Error::ScriptFailed {
+                script,
+                code,
+                crlf,
+                bare_loopx,
+            } => {
                 write!(f, "script {script} exited with code {code}; stopping the loop")?;
+                if let Some(path) = bare_loopx {
+                    write!(
+                        f,
+                        "\nhint: {} calls `loopx` by name, and exit code 127 is bash's \
+                         \"command not found\"; scripts call the loopx that runs them as \
+                         \"$LOOPX_BIN\" (e.g. `\"$LOOPX_BIN\" output --stop`), which needs \
+                         no loopx on PATH",
+                        shown(&path.to_string_lossy())
+                    )?;
+                }
                 if let Some(path) = crlf {
                     let path = path.to_string_lossy();
                     write!(
@@ -895,8 +994,7 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "no .loopx/ directory in /p/src/deep\n\
-             hint: create a workflow with `mkdir -p .loopx/<workflow>` and put an index.sh \
-             (or index.ts) script in it, or run loopx from /p, which has one"
+             hint: run loopx from /p, which has one (or `loopx init` to start one here)"
         );
         let e = Error::InvalidTarget {
             target: "ralph/review".into(),
@@ -911,6 +1009,7 @@ mod tests {
             script: "w:index".into(),
             code: 127,
             crlf: Some("/p/.loopx/w/it's.sh".into()),
+            bare_loopx: None,
         };
         assert_eq!(
             e.to_string(),

@@ -49,11 +49,61 @@ pub fn parse_path(text: &str) -> Result<Path, String> {
     if rest.is_empty() {
         return Ok(Path(Vec::new()));
     }
+    // jq's syntax (`.a[0]`, `.a | .b`, `.["k"]`, `.a?`) would otherwise read
+    // as keys no document has and print an empty line, exit 0: refused,
+    // with this syntax shown (and the path in it, when there is one).
+    if let Some(c) = rest.chars().find(|c| JQ_SYNTAX.contains(*c)) {
+        let mut why = format!(
+            "'{c}' is jq's syntax; loopx json reads dot-separated keys and array indexes \
+             (.items.0.name, .items.-1 for the last item)"
+        );
+        if let Some(meant) = from_jq(text) {
+            why = format!("{why}: did you mean '{meant}'?");
+        }
+        return Err(bad(&why));
+    }
     let segments: Vec<String> = rest.split('.').map(str::to_string).collect();
     if segments.iter().any(String::is_empty) {
         return Err(bad("empty segment"));
     }
     Ok(Path(segments))
+}
+
+/// Characters of jq's path syntax, rare in keys (a key with a space or a
+/// `$` stays reachable).
+const JQ_SYNTAX: &str = "[]|\"()?,";
+
+/// A jq path of keys and indexes (`.a[0].b`, `.["k"]`, `.a?`) in this
+/// syntax (`.a.0.b`), when it is one.
+fn from_jq(text: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = text.strip_prefix('.')?;
+    while !rest.is_empty() {
+        if let Some(inner) = rest.strip_prefix('[') {
+            let end = inner.find(']')?;
+            let key = inner[..end].trim_matches('"');
+            if key.is_empty() || key.contains(|c| JQ_SYNTAX.contains(c) || c == '.') {
+                return None;
+            }
+            out.push('.');
+            out.push_str(key);
+            rest = &inner[end + 1..];
+        } else if let Some(r) = rest.strip_prefix('?') {
+            rest = r;
+        } else if let Some(r) = rest.strip_prefix('.') {
+            rest = r;
+        } else {
+            let end = rest.find(['.', '[', '?']).unwrap_or(rest.len());
+            let key = &rest[..end];
+            if key.contains(|c| JQ_SYNTAX.contains(c)) {
+                return None;
+            }
+            out.push('.');
+            out.push_str(key);
+            rest = &rest[end..];
+        }
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 /// The span of the value at `path` in the validated value at `at` of
@@ -489,6 +539,27 @@ mod tests {
         let mut o = Vec::new();
         run(&q(args), input.as_bytes(), &mut o).expect("run");
         String::from_utf8(o).expect("utf-8")
+    }
+
+    #[test]
+    fn jq_syntax_is_refused_with_this_syntax_shown() {
+        let err = |p: &str| parse_path(p).expect_err(p);
+        let e = err(".a[0]");
+        assert!(
+            e.starts_with("invalid path '.a[0]': '[' is jq's syntax"),
+            "{e}"
+        );
+        assert!(
+            e.contains("(.items.0.name, .items.-1 for the last item)"),
+            "{e}"
+        );
+        assert!(e.ends_with("did you mean '.a.0'?"), "{e}");
+        assert!(err(".items[-1].text").ends_with("did you mean '.items.-1.text'?"));
+        assert!(err(".[\"k\"]").ends_with("did you mean '.k'?"));
+        assert!(err(".a?").ends_with("did you mean '.a'?"));
+        // No path to suggest for a pipe or a whole-array iterator.
+        assert!(!err(".a | .b").contains("did you mean"));
+        assert!(!err(".a[]").contains("did you mean"));
     }
 
     #[test]

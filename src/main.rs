@@ -13,6 +13,8 @@ mod engine;
 mod env;
 mod envfile;
 mod error;
+mod hooks;
+mod init;
 mod install;
 mod js_assets;
 mod js_compat;
@@ -20,6 +22,7 @@ mod json;
 mod json_query;
 mod messages;
 mod names;
+mod otel;
 mod output;
 mod package_json;
 mod path_search;
@@ -90,6 +93,8 @@ fn dispatch() -> Result<(), Error> {
         Command::Json(query) => json_query::run_stdio(&query),
         Command::Agent(args) => std::process::exit(agent::run::run(&args)),
         Command::Resume { id, given } => engine::resume(id.as_deref(), |saved| given.apply(saved)),
+        Command::Init { workflow } => init::init(workflow.as_deref()),
+        Command::Forget { id } => resume::forget(id.as_deref()),
         Command::Completions(shell) => print_stdout(&cli::completions::script(shell)),
         Command::CompletionTargets => print_stdout(&cli::completions::targets(&current_dir()?)),
     }

@@ -381,9 +381,14 @@ pub fn suspicions(stdout: &[u8]) -> Vec<String> {
     match fields.get("stop") {
         None => {}
         Some(v) if v.kind == Kind::Bool(true) => {}
+        // A string in quotes: "stop is true (a string), not true" read as a
+        // contradiction.
         Some(other) => notes.push(format!(
-            "stop is {} ({}), not true, so the loop does not stop",
-            json::js_string_at(stdout, other),
+            "stop is {} ({}); only the JSON value true stops the loop, so it goes on",
+            quoted_if_string(
+                json::js_string_at(stdout, other),
+                other.kind == Kind::String
+            ),
             kind(other.kind)
         )),
     }
@@ -396,6 +401,17 @@ pub fn suspicions(stdout: &[u8]) -> Vec<String> {
         )),
     }
     notes
+}
+
+/// A value for a note: as `String()` shows it, a string in quotes
+/// (`"true"`), so it does not read as the value it resembles. (Control
+/// characters are the note's printer's to escape: text::shown.)
+fn quoted_if_string(text: String, is_string: bool) -> String {
+    if is_string {
+        format!("\"{text}\"")
+    } else {
+        text
+    }
 }
 
 /// Every note on an output that is probably a mistake: text around a JSON
@@ -1403,14 +1419,19 @@ process.stdout.write(JSON.stringify(out));
         assert!(notes("{oops")[0].contains("not valid JSON"));
         assert!(notes(r#"{"Goto":"next"}"#)[0].contains("did you mean 'goto'"));
         assert!(notes(r#"{"data":{"result":"x"}}"#)[0].contains("'result' is nested inside 'data'"));
-        assert!(notes(r#"{"stop":"true"}"#)[0].contains("stop is true (a string)"));
+        assert_eq!(
+            notes(r#"{"stop":"true"}"#),
+            [
+                r#"stop is "true" (a string); only the JSON value true stops the loop, so it goes on"#
+            ]
+        );
         assert!(notes(r#"{"stop":1}"#)[0].contains("a number"));
         assert!(notes(r#"{"stop":false}"#)[0].contains("a boolean"));
         assert!(notes(r#"{"goto":["a"]}"#)[0].contains("goto is an array"));
         assert_eq!(
             notes(r#"{"stop":[1,[2,{}]],"goto":{}}"#),
             [
-                "stop is 1,2,[object Object] (an array), not true, so the loop does not stop",
+                "stop is 1,2,[object Object] (an array); only the JSON value true stops the loop, so it goes on",
                 "goto is an object, not a string, so it is ignored",
             ]
         );
@@ -1560,8 +1581,8 @@ mod props {
         match value.get("stop") {
             None | Some(Value::Bool(true)) => {}
             Some(other) => notes.push(format!(
-                "stop is {} ({}), not true, so the loop does not stop",
-                json::to_js_string(other),
+                "stop is {} ({}); only the JSON value true stops the loop, so it goes on",
+                quoted_if_string(json::to_js_string(other), matches!(other, Value::String(_))),
                 kind(other)
             )),
         }

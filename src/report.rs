@@ -13,8 +13,10 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::clock;
 use crate::duration;
 use crate::error::{signal_name, Error};
+use crate::hooks::Hook;
 use crate::json::{self, Object};
 use crate::messages;
+use crate::otel::{ScriptEnd, Tracer};
 use crate::output::{self, Output};
 use crate::proc::process::Status;
 use crate::proc::supervisor::{Ending, Finished};
@@ -61,6 +63,13 @@ pub struct Reporter {
     verbose: bool,
     /// Whether `note:` lines on probable mistakes are printed.
     notes: bool,
+    /// Whether the restart note goes to stderr even without `notes` (CLI
+    /// runs: a loop that only restarts is worth a word whatever stderr is).
+    restart_note: bool,
+    /// The notes printed so far, by script and text: each once per run, not
+    /// once per iteration (a stray `echo` would repeat it every time). A
+    /// few at most, so a list (a hash set costs the binary kilobytes).
+    noted: Vec<(String, String)>,
     restarts: RestartWatch,
     started: Instant,
     /// When the current script started.
@@ -69,6 +78,9 @@ pub struct Reporter {
     /// The class the last failed script named (output::failure_mark), shown
     /// by `loopx status` until the next script starts.
     last_class: Option<String>,
+    /// `--on-event` (hooks.rs) and OpenTelemetry traces (otel.rs).
+    hook: Option<Hook>,
+    trace: Option<Tracer>,
 }
 
 /// How a script ended, in a few words, for every message that says so:
@@ -126,6 +138,10 @@ impl RestartWatch {
     }
 }
 
+/// What `loopx status` shows beside the script of a run the restart note
+/// was about.
+pub const RESTART_STATUS: &str = "restarting on plain-text output: no goto, no stop";
+
 /// The restart note's words.
 fn restart_note(took: Duration) -> String {
     format!(
@@ -156,10 +172,12 @@ impl Reporter {
     /// `log`: the run log's path, already chosen (`--log` over `LOOPX_LOG`);
     /// `stdout_taken` when it may not be `-` (RunLog::open).
     /// `notes`: print `note:` lines on probable mistakes (Notes::wanted).
+    /// `restart_note`: print the restart note on stderr even without them.
     pub fn new(
         log: Option<&Path>,
         verbose: bool,
         notes: bool,
+        restart_note: bool,
         run_id: &str,
         stdout_taken: bool,
     ) -> Result<Reporter, Error> {
@@ -171,12 +189,40 @@ impl Reporter {
             status: None,
             verbose,
             notes,
+            restart_note,
+            noted: Vec::new(),
             restarts: RestartWatch::default(),
             started: Instant::now(),
             script_started: Instant::now(),
             iterations: 0,
             last_class: None,
+            hook: None,
+            trace: None,
         })
+    }
+
+    /// Event hooks (`--on-event`, else `LOOPX_ON_EVENT`) and traces (the
+    /// `OTEL_*` variables), when asked for.
+    pub fn watch(&mut self, on_event: Option<&std::ffi::OsString>, run_id: &str, target: &str) {
+        self.hook = Hook::new(on_event, run_id);
+        self.trace = Tracer::from_env(run_id, target);
+    }
+
+    /// The `TRACEPARENT` of the script about to run, when traces are on.
+    pub fn traceparent(&self) -> Option<String> {
+        self.trace.as_ref()?.traceparent()
+    }
+
+    /// Runs the hook, if any, for `event`; `fields` add to the common ones.
+    fn hook(&mut self, event: &str, code: Option<i64>, fields: impl FnOnce(Object) -> Object) {
+        if let Some(hook) = &mut self.hook {
+            let line = Object::default()
+                .num("v", 1)
+                .str("event", event)
+                .str("run_id", hook.run_id())
+                .str("time", &clock::rfc3339(SystemTime::now()));
+            hook.fire(event, code, &fields(line).finish());
+        }
     }
 
     /// `options`: the run's options as a JSON object (RunOptions::to_json).
@@ -230,12 +276,22 @@ impl Reporter {
         if let Some(log) = &mut self.log {
             log.write(script_line(log, "script_start", run));
         }
+        if let Some(trace) = &mut self.trace {
+            trace.script_start();
+        }
     }
 
     /// A note on something probably mistaken, when notes are on:
-    /// `loopx: note: <label>: <text>`.
-    pub fn note(&self, label: &str, text: &str) {
+    /// `loopx: note: <label>: <text>`, once per script and text.
+    pub fn note(&mut self, label: &str, text: &str) {
         if self.notes {
+            self.print_note(label, text);
+        }
+    }
+
+    fn print_note(&mut self, label: &str, text: &str) {
+        if !self.noted.iter().any(|(l, t)| l == label && t == text) {
+            self.noted.push((label.to_string(), text.to_string()));
             // One line: the text may quote a script's output (output::notes).
             messages::notice(&format!("note: {label}: {}", crate::text::shown(text)));
         }
@@ -243,25 +299,39 @@ impl Reporter {
 
     /// Notes on an output that is probably a mistake (§2.3 takes it
     /// silently). Looked at before the output is parsed.
-    pub fn inspect_stdout(&self, run: &ScriptRun, stdout: &[u8]) {
+    pub fn inspect_stdout(&mut self, run: &ScriptRun, stdout: &[u8]) {
         if self.notes {
             for note in output::notes(stdout) {
-                self.note(run.label, &note);
+                self.print_note(run.label, &note);
             }
         }
     }
 
     /// The output the loop goes on with (after any waits): plain text
     /// restarts the loop (§2.3, §7.1 step 12), and many quick restarts in
-    /// a row are probably a script that forgot to output JSON. Noted once
-    /// per run.
+    /// a row are probably a script that forgot to output JSON. Said once
+    /// per run, whatever stderr is (a loop left unattended otherwise spins
+    /// without a word): on stderr (CLI runs), as a `note` event in the run
+    /// log and in the status file. The loop itself goes on as §7.1 says.
+    /// (With `-n` and no terminal or `-v`, restarting is bounded and asked
+    /// for: nothing is said, as §7.1 has it.)
     pub fn iteration_output(&mut self, run: &ScriptRun, structured: bool) {
-        if !self.notes {
+        if !self.notes && !self.restart_note {
             return;
         }
-        if let Some(took) = self.restarts.record(Instant::now(), structured) {
-            let note = restart_note(took);
-            self.note(run.label, &note);
+        let Some(took) = self.restarts.record(Instant::now(), structured) else {
+            return;
+        };
+        let note = restart_note(took);
+        self.print_note(run.label, &note);
+        if let Some(status) = &mut self.status {
+            status.note(RESTART_STATUS);
+        }
+        if let Some(log) = &mut self.log {
+            let line = script_line(log, "note", run)
+                .str("kind", "restart_loop")
+                .str("message", &note);
+            log.write(line);
         }
     }
 
@@ -329,6 +399,45 @@ impl Reporter {
                 duration::format_elapsed(took)
             ));
         }
+        self.script_outlets(run, f, output.is_none(), cost_usd, class);
+    }
+
+    /// A script's end, for traces and (when it failed) the hook.
+    fn script_outlets(
+        &mut self,
+        run: &ScriptRun,
+        f: &Finished,
+        failed: bool,
+        cost_usd: Option<f64>,
+        class: Option<&str>,
+    ) {
+        let (code, signal) = match f.status {
+            Status::Code(c) => (Some(i64::from(c)), None),
+            Status::Signal(s) => (None, Some(signal_name(s))),
+        };
+        if let Some(trace) = &mut self.trace {
+            trace.script_end(&ScriptEnd {
+                label: run.label,
+                iteration: run.iteration,
+                attempt: run.attempt,
+                exit_code: code,
+                signal,
+                class,
+                cost_usd,
+                failed,
+            });
+        }
+        // Not when loopx ended it: the run's end tells.
+        let own = matches!(f.ending, Ending::Interrupted(_) | Ending::ConsumerGone);
+        if failed && !own {
+            self.hook("script_failed", code, |line| {
+                script_fields(line, run)
+                    .raw("exit_code", &code.map_or("null".into(), |c| c.to_string()))
+                    .opt_str("signal", signal)
+                    .bool("timed_out", f.ending == Ending::TimedOut)
+                    .opt_str("class", class)
+            });
+        }
     }
 
     pub fn timeout(&mut self, run: &ScriptRun, after: Duration) {
@@ -349,6 +458,15 @@ impl Reporter {
                 .raw("seconds", &json::number_json(wait.as_secs_f64()));
             log.write(line);
         }
+        if let Some(trace) = &mut self.trace {
+            trace.wait(run.label, until_ms, wait);
+        }
+        let until = clock::format_ms(u64::try_from(until_ms).unwrap_or(0));
+        self.hook("wait", None, |line| {
+            script_fields(line, run)
+                .str("until", &until)
+                .raw("seconds", &json::number_json(wait.as_secs_f64()))
+        });
     }
 
     /// A retry is coming after `delay`; `why` says how the attempt failed.
@@ -412,7 +530,62 @@ impl Reporter {
                 duration::format_elapsed(took)
             ));
         }
+        self.run_end_outlets(result, reason, code, cost_usd, took);
     }
+
+    /// The run's end for the hook (a budget reached, a resumable stop, the
+    /// end itself) and the trace.
+    fn run_end_outlets(
+        &mut self,
+        result: &Result<Done, Error>,
+        reason: &str,
+        code: i32,
+        cost_usd: Option<f64>,
+        took: Duration,
+    ) {
+        let cost = cost_usd.map(json::number_json);
+        if let Ok(Done::MaxTime | Done::MaxCost) = result {
+            self.hook("budget", Some(0), |line| {
+                line.str("budget", reason)
+                    .raw_if("cost_usd", cost.as_deref())
+            });
+        }
+        if let Err(
+            err @ Error::WaitTooLong {
+                resume_id: Some(id),
+                ..
+            },
+        ) = result
+        {
+            let at = err
+                .resume_at_ms()
+                .map(|ms| clock::format_ms(u64::try_from(ms).unwrap_or(0)));
+            self.hook("resumable", Some(i64::from(code)), |line| {
+                line.str("reason", reason)
+                    .str("resume", &format!("loopx resume {id}"))
+                    .opt_str("resume_at", at.as_deref())
+            });
+        }
+        let (n, class) = (self.iterations, self.last_class.clone());
+        self.hook("run_end", Some(i64::from(code)), |line| {
+            line.str("reason", reason)
+                .int("exit_code", i64::from(code))
+                .opt_str("class", class.as_deref())
+                .num("iterations", n)
+                .num("duration_ms", took.as_millis() as u64)
+                .raw_if("cost_usd", cost.as_deref())
+        });
+        if let Some(trace) = &mut self.trace {
+            trace.run_end(code, reason, cost_usd, n);
+        }
+    }
+}
+
+/// A hook's fields about one script run.
+fn script_fields(line: Object, run: &ScriptRun) -> Object {
+    line.str("target", run.label)
+        .num("iteration", run.iteration)
+        .num("attempt", run.attempt)
 }
 
 #[cfg(test)]

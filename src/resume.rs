@@ -85,6 +85,74 @@ fn left_over<'a>(
     Ok(())
 }
 
+/// `loopx forget <id>` / `loopx forget --all`: drops kept runs, so there is
+/// nothing to resume. `prefix` names one run, as for `loopx resume`, of any
+/// project (a damaged checkpoint too); `None` is every kept run of this
+/// user (what `loopx status` lists as resumable). A run whose loopx still
+/// runs is refused by name, or left alone by `--all`. Prints one line per
+/// run forgotten.
+pub fn forget(prefix: Option<&str>) -> Result<(), Error> {
+    let Some(dir) = checkpoint::dir() else {
+        return crate::messages::print_stdout("no kept runs\n");
+    };
+    let found = checkpoint::list(&dir).map_err(|(dir, problem)| Error::CheckpointDirRefused {
+        dir,
+        why: problem.to_string(),
+    })?;
+    let ids: Vec<&str> = match prefix {
+        None => found
+            .iter()
+            .filter(|f| !f.live)
+            .map(|f| f.id.as_str())
+            .collect(),
+        Some(prefix) => {
+            let matching: Vec<&Found> = found.iter().filter(|f| f.id.starts_with(prefix)).collect();
+            match matching.as_slice() {
+                [one] if one.live => {
+                    return Err(Error::ForgetLive {
+                        run_id: one.id.clone(),
+                    })
+                }
+                [one] => vec![one.id.as_str()],
+                [] => {
+                    return Err(Error::NothingToResume {
+                        what: format!("'{prefix}' to forget"),
+                        available: found
+                            .iter()
+                            .filter(|f| !f.live)
+                            .map(|f| f.id.clone())
+                            .collect(),
+                    })
+                }
+                many => {
+                    return Err(Error::NothingToResume {
+                        what: format!("'{prefix}' alone: it starts {} run ids", many.len()),
+                        available: many.iter().map(|f| f.id.clone()).collect(),
+                    })
+                }
+            }
+        }
+    };
+    if ids.is_empty() {
+        return crate::messages::print_stdout("no kept runs\n");
+    }
+    let mut out = String::new();
+    for id in ids {
+        match checkpoint::forget(&dir, id) {
+            Ok(()) => out.push_str(&format!("forgot run {id}\n")),
+            // Resumed or started meanwhile: it is not ours to drop.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && prefix.is_none() => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                return Err(Error::ForgetLive {
+                    run_id: id.to_string(),
+                })
+            }
+            Err(e) => return Err(Error::io(format!("cannot forget run {id}"), e)),
+        }
+    }
+    crate::messages::print_stdout(&out)
+}
+
 /// Takes over the checkpoint of run `id`, refusing while any process of the
 /// run is alive: loopx itself (it holds the checkpoint's lock) or a script
 /// it started (after loopx was SIGKILLed, its script runs on).

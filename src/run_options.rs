@@ -47,6 +47,9 @@ pub struct RunOptions {
     pub log: Option<PathBuf>,
     /// `--verbose`: one line per script run on stderr.
     pub verbose: bool,
+    /// `--on-event`: a shell command run on each event worth telling
+    /// (hooks.rs); `LOOPX_ON_EVENT` otherwise.
+    pub on_event: Option<OsString>,
 }
 
 /// `--retry-delay`'s default.
@@ -70,6 +73,7 @@ impl Default for RunOptions {
             resume: false,
             log: None,
             verbose: false,
+            on_event: None,
         }
     }
 }
@@ -85,9 +89,11 @@ pub struct RunOpt {
     pub help: &'static [&'static str],
     /// The field it sets, whose kind checks a value and writes it in JSON.
     pub field: Field,
-    /// Its member in the checkpoint's options; `None`: not saved.
+    /// Its member in the JSON forms: the checkpoint's options, and the run
+    /// log's `run_start` when `logged`. `None`: in neither.
     pub key: Option<&'static str>,
-    /// Whether the run log's `run_start` records it too (run-log.md).
+    /// Whether the run log's `run_start` records it too (run-log.md); its
+    /// members are a fixed subset, in table order, that readers rely on.
     pub logged: bool,
     /// A value other than the default, as typed on the command line: what
     /// the round-trip test sets (tests below). Read by tests only, but a
@@ -139,6 +145,8 @@ pub enum Field {
     Dollars(Slot<Option<f64>>),
     /// On when given.
     Switch(Slot<bool>),
+    /// A shell command, or none; its bytes reach `/bin/sh` unchanged.
+    Command(Slot<Option<OsString>>),
 }
 
 /// The options of `loopx run`, in help order (§4.2 for `-n` and `-e`; the
@@ -293,6 +301,22 @@ pub static OPTIONS: &[RunOpt] = &[
         logged: false,
         sample: "",
     },
+    RunOpt {
+        short: None,
+        long: Some("on-event"),
+        value: "<command>",
+        help: &[
+            "Run this shell command, an event as JSON on its",
+            "stdin, when a script fails, a wait begins, a",
+            "budget is reached or the run ends (also",
+            "LOOPX_ON_EVENT; this option wins)",
+        ],
+        field: Field::Command(slot!(on_event)),
+        // Saved for resume, never logged: a webhook URL may hold a token.
+        key: Some("on_event"),
+        logged: false,
+        sample: "notify-send loopx",
+    },
 ];
 
 impl Field {
@@ -307,6 +331,7 @@ impl Field {
             Field::Wait(s) => *(s.get_mut)(o) = duration::parse(&lossy(v))?,
             Field::Dollars(s) => *(s.get_mut)(o) = Some(crate::wait::parse_dollars(&lossy(v))?),
             Field::Switch(s) => *(s.get_mut)(o) = true,
+            Field::Command(s) => *(s.get_mut)(o) = Some(v),
         }
         Ok(())
     }
@@ -328,6 +353,10 @@ impl Field {
                 out.raw(key, usd.as_deref().unwrap_or("null"))
             }
             Field::Switch(s) => out.bool(key, *(s.get)(o)),
+            Field::Command(s) => {
+                let command = (s.get)(o).as_ref().map(|c| c.to_string_lossy());
+                out.opt_str(key, command.as_deref())
+            }
         }
     }
 
@@ -337,6 +366,7 @@ impl Field {
         match (self, v) {
             (Field::Path(s), Value::String(p)) => *(s.get_mut)(o) = Some(PathBuf::from(p)),
             (Field::Switch(s), Value::Bool(b)) => *(s.get_mut)(o) = *b,
+            (Field::Command(s), Value::String(c)) => *(s.get_mut)(o) = Some(c.into()),
             (_, Value::Number(n)) if n.is_finite() && *n >= 0.0 => self.read_number(o, *n),
             _ => {}
         }
@@ -354,7 +384,7 @@ impl Field {
             // The same bound as `--max-cost` (wait.rs): a saved budget past
             // it is no budget loopx could have written.
             Field::Dollars(s) if n <= crate::wait::MAX_DOLLARS => *(s.get_mut)(o) = Some(n),
-            Field::Dollars(_) | Field::Path(_) | Field::Switch(_) => {}
+            Field::Dollars(_) | Field::Path(_) | Field::Switch(_) | Field::Command(_) => {}
         }
     }
 }
@@ -509,6 +539,7 @@ mod tests {
             resume,
             log,
             verbose,
+            on_event,
         } = all.clone();
         assert_ne!(max_iterations, d.max_iterations);
         assert_ne!(env_file, d.env_file);
@@ -521,6 +552,7 @@ mod tests {
         assert_ne!(resume, d.resume);
         assert_ne!(log, d.log);
         assert_ne!(verbose, d.verbose);
+        assert_ne!(on_event, d.on_event);
         let saved = RunOptions {
             resume: false,
             ..all
@@ -537,7 +569,7 @@ mod tests {
         );
         assert_eq!(
             plain.saved(),
-            r#"{"max_iterations":null,"env_file":null,"timeout_ms":null,"max_time_ms":null,"max_cost":null,"max_wait_ms":86400000,"retry":0,"retry_delay_ms":10000,"log":null,"verbose":false}"#
+            r#"{"max_iterations":null,"env_file":null,"timeout_ms":null,"max_time_ms":null,"max_cost":null,"max_wait_ms":86400000,"retry":0,"retry_delay_ms":10000,"log":null,"verbose":false,"on_event":null}"#
         );
         assert_eq!(RunOptions::from_saved("w", &plain.saved()), plain);
         assert_eq!(RunOptions::from_saved("w", "not json"), plain);
@@ -560,6 +592,7 @@ mod tests {
             resume: false,
             log: Some(PathBuf::from("/var/log/loop.jsonl")),
             verbose: true,
+            on_event: None,
         };
         assert_eq!(RunOptions::from_saved("ralph", old), o);
     }

@@ -389,6 +389,12 @@ impl Runtimes {
         let Some(node) = which("node", s.path.as_deref()) else {
             return;
         };
+        // Where program_for looks, including the npm package this binary is
+        // part of (npm's bin entry is the binary itself after its install
+        // script, so no shim tells it LOOPX_TSX): missing it warned about
+        // scripts that then ran fine.
+        self.settings.adopt_own_package();
+        let s = &self.settings;
         let mut outside = None;
         if workflow_tsx(&workflow.dir, s, &self.project_root, &mut outside).is_some() {
             return;

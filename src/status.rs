@@ -101,6 +101,8 @@ struct State {
     since_ms: u64,
     /// The class the last failed script named, if any.
     class: Option<String>,
+    /// A note on the run as a whole (report::RESTART_STATUS), once made.
+    note: Option<&'static str>,
 }
 
 impl State {
@@ -123,7 +125,8 @@ impl State {
                     Phase::Waiting(_) => "waiting",
                 },
             )
-            .str("since", &clock::format_ms(self.since_ms));
+            .str("since", &clock::format_ms(self.since_ms))
+            .opt_str("note", self.note);
         let o = match &self.class {
             Some(c) => o.str("class", c),
             None => o,
@@ -155,6 +158,8 @@ type Shared = Arc<(Mutex<Slot>, Condvar)>;
 pub struct StatusFile {
     path: PathBuf,
     tmp: PathBuf,
+    /// The run's note, kept for every later state (State::note).
+    note: Option<&'static str>,
     shared: Shared,
     writer: Option<std::thread::JoinHandle<()>>,
 }
@@ -246,6 +251,7 @@ impl StatusFile {
         Some(StatusFile {
             path,
             tmp,
+            note: None,
             shared,
             writer: Some(writer),
         })
@@ -268,6 +274,7 @@ impl StatusFile {
             attempt,
             phase,
             since_ms,
+            note: self.note,
         };
         let (lock, ready) = &*self.shared;
         if let Ok(mut slot) = lock.lock() {
@@ -277,6 +284,14 @@ impl StatusFile {
                 ready.notify_one();
             }
         }
+    }
+}
+
+impl StatusFile {
+    /// Notes something about the run as a whole, shown from its next state
+    /// on (the loop's next script start comes within milliseconds).
+    pub fn note(&mut self, note: &'static str) {
+        self.note = Some(note);
     }
 }
 
@@ -510,7 +525,8 @@ fn as_json_item(v: &Value, now_ms: u64) -> String {
         .num("attempt", number_of(v, "attempt"))
         .str("run_started", text_of(v, "run_started"))
         .str("script_started", text_of(v, "since"))
-        .num("elapsed_ms", now_ms.saturating_sub(started));
+        .num("elapsed_ms", now_ms.saturating_sub(started))
+        .opt_str("note", Some(text_of(v, "note")).filter(|n| !n.is_empty()));
     // The class the last failed script named, while it waits to retry.
     match text_of(v, "class") {
         "" => o.finish(),
@@ -548,6 +564,10 @@ fn table(runs: &[Live], now_ms: u64) -> String {
                 script.push_str(&format!(" (waiting until {until})"));
             }
             _ => {}
+        }
+        let note = text_of(v, "note");
+        if !note.is_empty() {
+            script.push_str(&format!(" ({})", shown(note)));
         }
         let mut iteration = number_of(v, "iteration").to_string();
         let attempt = number_of(v, "attempt");

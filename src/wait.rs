@@ -165,9 +165,26 @@ pub fn output_cost_usd(arg: &str) -> Result<String, String> {
     parse_dollars(arg).map(crate::json::number_to_js_string)
 }
 
-/// `$5.13`: dollars for messages, to the cent.
+/// `$5.13`: dollars for messages, to the cent; below a cent with two
+/// significant digits (`$0.0042`), so sub-cent agent runs do not read
+/// `$0.00` (at most six decimals: a millionth of a dollar is noise).
 pub fn dollars(usd: f64) -> String {
-    format!("${usd:.2}")
+    if !usd.is_finite() || usd <= 0.0 || usd >= 0.01 {
+        return format!("${usd:.2}");
+    }
+    // Decimals for two significant digits: 0.0042 has its first at the 3rd.
+    let first = (-usd.log10()).ceil() as usize;
+    let decimals = (first + 1).clamp(3, 6);
+    let text = format!("${usd:.decimals$}");
+    if text
+        .trim_start_matches("$0.")
+        .trim_start_matches('0')
+        .is_empty()
+    {
+        "<$0.000001".to_string()
+    } else {
+        text
+    }
 }
 
 #[cfg(test)]
@@ -272,5 +289,13 @@ mod tests {
         let huge = format!("1{}", "0".repeat(300));
         assert!(parse_dollars(&huge).is_err());
         assert_eq!(dollars(5.129), "$5.13");
+        assert_eq!(dollars(0.0), "$0.00");
+        assert_eq!(dollars(0.5), "$0.50");
+        assert_eq!(dollars(0.01), "$0.01");
+        assert_eq!(dollars(0.0042), "$0.0042");
+        assert_eq!(dollars(0.003), "$0.0030");
+        assert_eq!(dollars(0.00123), "$0.0012");
+        assert_eq!(dollars(0.009_99), "$0.0100");
+        assert_eq!(dollars(0.000_000_1), "<$0.000001");
     }
 }

@@ -43,6 +43,14 @@ pub enum Command {
     Status {
         json: bool,
     },
+    /// `loopx init [<workflow>]` (beyond the spec).
+    Init {
+        workflow: Option<String>,
+    },
+    /// `loopx forget <run-id>` or `--all` (None).
+    Forget {
+        id: Option<String>,
+    },
     /// `loopx completions <shell>` (beyond the spec).
     Completions(Shell),
     /// `loopx completions --targets`: what the scripts complete `run` with.

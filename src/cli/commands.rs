@@ -67,6 +67,8 @@ pub static COMMANDS: &[Subcommand] = &[
     ENV,
     INSTALL,
     STATUS,
+    FORGET,
+    INIT,
     JSON,
     AGENT,
     RESUME,
@@ -163,10 +165,17 @@ fn parse_version(rest: Vec<OsString>) -> Result<Command, String> {
 const OUTPUT: Subcommand = Subcommand {
     name: "output",
     summary: "Print structured output (for bash scripts)",
-    forms: &[(
-        "output [--result <v>] [--goto <target>] [--stop]",
-        "Print structured output (for bash scripts)",
-    )],
+    // Two forms, so the top help names every option within 80 columns.
+    forms: &[
+        (
+            "output [--result <v>] [--goto <target>] [--stop]",
+            "Print structured output (for bash scripts)",
+        ),
+        (
+            "output [--retry-after <when>] [--cost-usd <usd>]",
+            "Also ask for a wait, or report a cost",
+        ),
+    ],
     about: "\
 Prints a script's structured output as one JSON object on stdout, for bash
 scripts: `$LOOPX_BIN output --result \"$summary\" --goto review`. At least
@@ -570,6 +579,103 @@ const STATUS_FLAGS: &[Flag<bool>] = &[Flag {
         Ok(())
     },
 }];
+
+// `loopx forget` (beyond the spec).
+
+const FORGET: Subcommand = Subcommand {
+    name: "forget",
+    summary: "Drop a kept run: nothing to resume",
+    forms: &[
+        ("forget <run-id>", "Drop a kept run: nothing to resume"),
+        ("forget --all", "Drop every kept run of this user"),
+    ],
+    about: "\
+Drops the checkpoint of a run that ended early (what `loopx resume` would
+carry on), named by its id or a unique prefix of it, as `loopx status`
+lists them; --all drops every one. A run still running is refused.",
+    after: "",
+    options: || docs(FORGET_FLAGS),
+    help_at: HelpAt::OptionPosition,
+    operand: Operand::Nothing,
+    see: "loopx forget --help",
+    parse: parse_forget,
+    hidden: false,
+};
+
+/// `loopx forget <run-id> | --all`.
+fn parse_forget(rest: Vec<OsString>) -> Result<Command, String> {
+    let mut all = false;
+    let Some(positionals) = options(&FORGET, FORGET_FLAGS, rest, &mut all)? else {
+        return Ok(Command::Help("forget"));
+    };
+    match (all, positionals.as_slice()) {
+        (true, []) => Ok(Command::Forget { id: None }),
+        (false, [id]) => Ok(Command::Forget {
+            id: Some(id.clone()),
+        }),
+        (false, []) => Err("'loopx forget' needs a run id (see loopx status), or --all".into()),
+        (true, [id, ..]) => Err(format!(
+            "'loopx forget' takes a run id or --all, not both (got '{id}')"
+        )),
+        (false, [_, extra, ..]) => Err(format!(
+            "'loopx forget' takes one run id, got also '{extra}'"
+        )),
+    }
+}
+
+/// `loopx forget`: whether every kept run goes.
+const FORGET_FLAGS: &[Flag<bool>] = &[Flag {
+    short: None,
+    long: Some("all"),
+    value: "",
+    help: &["Drop every kept run of this user"],
+    apply: |all, _| {
+        *all = true;
+        Ok(())
+    },
+}];
+
+// `loopx init` (beyond the spec).
+
+const INIT: Subcommand = Subcommand {
+    name: "init",
+    summary: "Write a starting workflow into .loopx/",
+    forms: &[(
+        "init [<workflow>]",
+        "Write a starting workflow into .loopx/",
+    )],
+    about: "\
+Writes a runnable starting point into this project's .loopx/, never
+overwriting anything. Without a name, a workflow of one commented script,
+.loopx/main/index.sh; with a name, that workflow of one script, unless it
+is one of the ready-made workflows, ralph, build-audit-fix or issue-runner:
+that one is installed from this version's release (workflows.tar.gz, or
+LOOPX_DOWNLOAD_URL's mirror), and the file it reads is written beside it
+for you to fill in (PROMPT.md, TASK.md, issue-runner.env).",
+    after: "",
+    options: Vec::new,
+    help_at: HelpAt::OptionPosition,
+    operand: Operand::Words(crate::init::READY_MADE),
+    see: "loopx init --help",
+    parse: parse_init,
+    hidden: false,
+};
+
+/// `loopx init [<workflow>]`: one name at most.
+fn parse_init(rest: Vec<OsString>) -> Result<Command, String> {
+    let Some(positionals) = options::<()>(&INIT, &[], rest, &mut ())? else {
+        return Ok(Command::Help("init"));
+    };
+    match positionals.as_slice() {
+        [] => Ok(Command::Init { workflow: None }),
+        [one] => Ok(Command::Init {
+            workflow: Some(one.clone()),
+        }),
+        [_, extra, ..] => Err(format!(
+            "'loopx init' takes one workflow name at most, got also '{extra}'"
+        )),
+    }
+}
 
 // `loopx json` (beyond the spec).
 
@@ -1011,7 +1117,7 @@ mod tests {
         assert_eq!(all.len(), COMMANDS.len());
         assert_eq!(
             names(),
-            "run, version, output, env, install, status, json, agent, resume, completions"
+            "run, version, output, env, install, status, forget, init, json, agent, resume, completions"
         );
         assert!(find(crate::api::MODE).is_some_and(|c| c.hidden));
     }

@@ -39,8 +39,10 @@ impl PartialEq for RunOpt {
     }
 }
 
-/// What `loopx run`'s arguments ask for.
+/// What `loopx run`'s arguments ask for (made once per process: its size
+/// does not matter).
 #[derive(Debug, PartialEq)]
+#[allow(clippy::large_enum_variant)]
 pub enum Parsed {
     Help,
     Run(RunOptions),

@@ -5,9 +5,18 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
 static WRITE_FD: AtomicI32 = AtomicI32::new(-1);
+
+/// Signals other than SIGCHLD that reached the handler: for code that waits
+/// outside the supervisor (hooks.rs), a change means loopx was interrupted.
+static RECEIVED: AtomicU32 = AtomicU32::new(0);
+
+/// How many signals other than SIGCHLD loopx has caught so far.
+pub fn received() -> u32 {
+    RECEIVED.load(Ordering::Relaxed)
+}
 
 /// loopx's own pid. Between fork and exec a child still runs this handler
 /// with the inherited self-pipe; its bytes would read as a second signal.
@@ -39,6 +48,9 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut
         if libc::getpid() != OWN_PID.load(Ordering::Relaxed) {
             *errno = saved;
             return;
+        }
+        if sig != libc::SIGCHLD {
+            RECEIVED.fetch_add(1, Ordering::Relaxed);
         }
         let mut byte = sig as u8;
         if sig != libc::SIGCHLD && !info.is_null() && (*info).si_pid() == libc::getppid() {

@@ -11,7 +11,7 @@
 #![cfg(target_os = "linux")]
 
 use crate::util::agent_mocks::{Agent, Fault, Mock, Reply, Turn};
-use crate::util::{Project, Run};
+use crate::util::{procs, Project, Run};
 use serde_json::Value;
 use std::fs;
 use std::path::Path;
@@ -502,6 +502,9 @@ fn a_denied_write_is_permanent(agent: Agent) {
         "ralph: {} ended: permission_denied (it was denied ",
         agent.name()
     ))
+    .stderr_contains(
+        "ralph: the agent was denied a permission it needs: allow the command with AGENT_ALLOW",
+    )
     .stderr_contains("(permission_denied): permanent, not retried")
     .run();
     let wrote_outside = Path::new(&outside).exists();
@@ -509,6 +512,36 @@ fn a_denied_write_is_permanent(agent: Agent) {
     assert!(!wrote_outside, "{outside} was written");
     assert!(!p.exists("denied.txt"));
     assert!(answered(&mock) <= 2, "the retry did not start the agent");
+    assert_nothing_left(p.root());
+}
+
+/// Ctrl-C while the agent's tool command runs: loopx exits 130 and no
+/// process is left, the tool command's included.
+fn ctrl_c_while_a_tool_runs_leaves_nothing(agent: Agent) {
+    let p = project_with("ralph");
+    let _cleanup = Cleanup(p.root().to_path_buf());
+    ralph_prompt(&p, 1000);
+    let flag = p.path("started.flag").display().to_string();
+    let cmd = format!("touch {flag} && sleep 600");
+    let mock = Mock::start(agent, move |turn: &Turn| {
+        if turn.tool_results == 0 {
+            Reply::Shell(cmd.clone())
+        } else {
+            Reply::Text("done\nLOOP_DONE".into())
+        }
+    });
+    let running = loopx(&p, &mock, &["run", "ralph"])
+        .env("AGENT_ALLOW", "touch,sleep")
+        .status(130)
+        .stderr_any("the CLIs' own notes on SIGINT vary; the exit code and the processes count")
+        .start();
+    let flag = p.path("started.flag");
+    let mut running = running;
+    procs::wait_until("the tool command starts (or loopx ends)", || {
+        flag.exists() || matches!(running.child.try_wait(), Ok(Some(_)))
+    });
+    running.signal(libc::SIGINT);
+    running.finish();
     assert_nothing_left(p.root());
 }
 
@@ -553,17 +586,17 @@ fn build_audit_fix_converges(agent: Agent) {
         .run();
     assert_eq!(p.read("app.txt"), "hello\n");
     assert_eq!(p.read("fixed.txt"), "fixed\n");
-    let report = p.read("build-audit-fix-report.md");
+    let report = p.read(".loopx/build-audit-fix/report.md");
     assert!(
         report.contains("- Result: **approved** in round 2"),
         "{report}"
     );
     assert!(
-        report.contains("| 1 | skipped | passed | changes requested |"),
+        report.contains("| 1 | skipped | passed | changes requested | no |"),
         "{report}"
     );
     assert!(
-        report.contains("| 2 | skipped | passed | approved |"),
+        report.contains("| 2 | skipped | passed | approved | yes |"),
         "{report}"
     );
     assert!(report.contains("## Last audit\n\nAll good."), "{report}");
@@ -595,6 +628,7 @@ per_preset!(
     a_stalled_stream_is_ended_by_the_hang_detector,
     a_retried_step_carries_on_its_session,
     a_denied_write_is_permanent,
+    ctrl_c_while_a_tool_runs_leaves_nothing,
     build_audit_fix_converges,
 );
 

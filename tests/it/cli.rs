@@ -778,6 +778,8 @@ fn top_help_lists_every_subcommand_once() {
             "env",
             "install",
             "status",
+            "forget",
+            "init",
             "json",
             "agent",
             "resume",

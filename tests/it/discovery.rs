@@ -461,7 +461,7 @@ fn missing_loopx_dir_is_an_error_that_tells_how_to_create_it() {
         .stderr_contains(".loopx")
         .run();
     assert!(
-        o.stderr.contains("mkdir") || o.stderr.to_lowercase().contains("create"),
+        o.stderr.contains("loopx init") || o.stderr.to_lowercase().contains("create"),
         "{}",
         o.stderr
     );

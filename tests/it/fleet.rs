@@ -538,7 +538,11 @@ fn each_pods_command_line_resumes_an_interrupted_run_and_logs_json_lines_to_stdo
             run.stdout_contains("{\"v\":1,\"event\":\"run_")
         };
         // A drain: SIGTERM while `second` runs (exit 143, Ignore: a new pod).
-        let mut running = pod().status(143).start();
+        // Past its first script: kept, and it says how to carry it on.
+        let mut running = pod()
+            .status(143)
+            .stderr_contains("loopx: the run can be resumed: loopx resume ")
+            .start();
         let pgid = running.pid();
         if started(&mut running, &p.path("ran")) {
             running.signal(libc::SIGTERM);
@@ -1077,7 +1081,8 @@ fn the_action_resumes_a_run_its_cancelled_job_left() {
         .env("RUNNER_TEMP", &job.temp)
         .env("GITHUB_JOB", "loop")
         .status(130)
-        .stdout_contains("::error title=loopx::loopx run two failed with exit 130");
+        .stdout_contains("::error title=loopx::loopx run two failed with exit 130")
+        .stderr_contains("loopx: the run can be resumed: loopx resume ");
     for (k, v) in run_step["env"].as_object().unwrap() {
         let v = job.expand(v.as_str().unwrap(), &[("target", "two")]);
         run = run.env(k, v);

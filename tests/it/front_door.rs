@@ -18,7 +18,8 @@ const BEFORE: &str = "stdout has text before its JSON object; only a whole JSON 
                       parsed, so all of stdout is the result (print other text to stderr)";
 const AFTER: &str = "stdout has text after its JSON object; only a whole JSON object is \
                      parsed, so all of stdout is the result (print other text to stderr)";
-const STOP_STRING: &str = "stop is true (a string), not true, so the loop does not stop";
+const STOP_STRING: &str =
+    "stop is \"true\" (a string); only the JSON value true stops the loop, so it goes on";
 const RESTARTED: &str = "the loop restarted 20 times in ";
 
 /// Workflows whose output is a probable mistake, each with the note it
@@ -94,10 +95,12 @@ fn a_loop_that_restarts_slowly_or_with_structured_output_is_not_noted() {
 
 #[test]
 fn without_a_terminal_stderr_stays_exactly_the_specs() {
-    // The strict Run: exit 0 and an empty stderr.
+    // The strict Run: exit 0 and an empty stderr. (Without -n, a loop that
+    // only restarts on plain text is said once whatever stderr is:
+    // first_hour.rs.)
     let (p, cases) = mistakes();
     for (workflow, n, _) in cases {
-        p.loopx(&["run", "-n", n, workflow]).run();
+        p.loopx(&["run", "-n", n, workflow]).stdout("").run();
     }
 }
 
@@ -141,6 +144,22 @@ fn real(path: &Path) -> String {
         .to_string()
 }
 
+/// §7.2: no `.loopx/` at all is one error line, and a hint that says how to
+/// get a workflow rather than the same thing again.
+#[test]
+fn without_loopx_the_error_says_so_once_and_points_to_init() {
+    let p = Project::bare();
+    p.loopx(&["run", "x"])
+        .status(1)
+        .stdout("")
+        .stderr(&format!(
+            "loopx: error: no .loopx/ directory in {}\nhint: `loopx init` writes a workflow \
+             to start from (.loopx/main/index.sh); `loopx init -h` lists the ready-made ones\n",
+            real(p.root())
+        ))
+        .run();
+}
+
 /// §5.1: loopx looks only in the current directory; from a subdirectory of
 /// a project, §7.2's message gains the directory that has a `.loopx/`.
 #[test]
@@ -152,9 +171,8 @@ fn from_a_subdirectory_the_error_names_the_directory_with_loopx() {
         .current_dir(&deep)
         .status(1)
         .stderr(&format!(
-            "loopx: error: no .loopx/ directory in {}\nhint: create a workflow with \
-             `mkdir -p .loopx/<workflow>` and put an index.sh (or index.ts) script in it, \
-             or run loopx from {}, which has one\n",
+            "loopx: error: no .loopx/ directory in {}\nhint: run loopx from {}, which has \
+             one (or `loopx init` to start one here)\n",
             real(&deep),
             real(p.root())
         ))
@@ -280,6 +298,38 @@ fn a_bash_script_with_crlf_line_endings_that_fails_says_so() {
     q.loopx(&["run", "w"])
         .status(1)
         .stderr("loopx: error: script w:index exited with code 3; stopping the loop\n")
+        .run();
+}
+
+#[test]
+fn a_bash_script_that_calls_loopx_by_name_and_fails_127_is_told_about_loopx_bin() {
+    // §3.4: scripts reach loopx as "$LOOPX_BIN"; `loopx` by name is not on
+    // the scripts' PATH here (a standalone binary in a directory of its own).
+    let p = Project::new();
+    p.script("w", "index.sh", "loopx output --stop\n");
+    let path = real(&p.path(".loopx/w/index.sh"));
+    p.loopx(&["run", "w"])
+        .env("PATH", "/usr/bin:/bin")
+        .status(1)
+        .stdout("")
+        // bash's own words first, then loopx's error and the hint.
+        .stderr_contains("loopx: command not found")
+        .stderr_contains(&format!(
+            "loopx: error: script w:index exited with code 127; stopping the loop\n\
+             hint: {path} calls `loopx` by name, and exit code 127 is bash's \"command not \
+             found\"; scripts call the loopx that runs them as \"$LOOPX_BIN\" (e.g. \
+             `\"$LOOPX_BIN\" output --stop`), which needs no loopx on PATH\n"
+        ))
+        .run();
+    // Another command not found gets no such hint.
+    let q = Project::new();
+    q.script("w", "index.sh", "no-such-tool --flag\n");
+    q.loopx(&["run", "w"])
+        .env("PATH", "/usr/bin:/bin")
+        .status(1)
+        .stdout("")
+        .stderr_contains("no-such-tool: command not found")
+        .stderr_lacks("hint:")
         .run();
 }
 

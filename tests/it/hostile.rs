@@ -54,8 +54,10 @@ fn costs_past_the_bound_are_not_counted_and_every_json_written_stays_valid() {
         .loopx(&["run", "--log", "run.jsonl", "w"])
         .status(1)
         .stdout("")
-        .stderr(&format!(
-            "{warning}{warning}loopx: error: script w:index exited with code 4; stopping the loop\n"
+        // Past its first iteration: kept, so the resume line follows.
+        .stderr_contains(&format!(
+            "{warning}{warning}loopx: error: script w:index exited with code 4; stopping the loop\n\
+             loopx: the run can be resumed: loopx resume "
         ))
         .run();
     assert!(
@@ -147,7 +149,7 @@ fn control_characters_from_scripts_never_reach_the_terminal_raw() {
             r#"{"stop":"\u001b[2J"}"#,
             &["run", "-v", "-n", "1", "w"][..],
             0,
-            "stop is \\u{1b}[2J",
+            "stop is \"\\u{1b}[2J\"",
         ),
         // An invalid retry_after's message quotes the value, escaped, once.
         (

@@ -347,10 +347,13 @@ fn the_static_binary_runs_a_bash_workflow_in_a_bare_root() {
          echo $$ > /proj/wait.pid\nwait\n",
     );
 
+    // Past its first iteration, the interrupted run is kept and says how
+    // to carry it on.
     let loopx = root
         .loopx("loopx", &["run", "-e", "local.env", "flow"])
         .status(130)
         .stdout("")
+        .stderr_contains("loopx: the run can be resumed: loopx resume ")
         .start();
     let pid_in = |f: &str| -> i32 { wait_for_file(&root.path(f)).trim().parse().unwrap() };
     let (sleep_pid, wait_pid) = (pid_in("/proj/sleep.pid"), pid_in("/proj/wait.pid"));

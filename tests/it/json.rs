@@ -68,6 +68,20 @@ fn json_rejects_a_document_that_is_not_json_and_bad_paths() {
     p.loopx(&["json", "result"])
         .usage_error("'result'", "loopx json --help")
         .run();
+    // jq's syntax is refused, not read as keys no document has (an empty
+    // line, exit 0), and the message shows this syntax.
+    p.loopx(&["json", ".a[0]"])
+        .stdin(b"{\"a\":[1]}")
+        .usage_error(
+            "invalid path '.a[0]': '[' is jq's syntax; loopx json reads dot-separated keys \
+             and array indexes (.items.0.name, .items.-1 for the last item): did you mean \
+             '.a.0'?",
+            "loopx json --help",
+        )
+        .run();
+    p.loopx(&["json", ".a | .b"])
+        .usage_error("'|' is jq's syntax", "loopx json --help")
+        .run();
     p.loopx(&["json", "--raw", ".a"])
         .usage_error("'--raw'", "loopx json --help")
         .run();

@@ -277,6 +277,43 @@ fn npm_install_g_with_scripts_fetches_the_binary_at_install_time() {
     assert!(!exists(&user.home().join(".cache/loopx")));
 }
 
+/// The first hour after `npm install -g loopx`: npm's bin entry is the
+/// binary itself (the install script put it there), so no shim tells it
+/// where the package's tsx is. The up-front check of a workflow's
+/// TypeScript and JSX scripts must find it where the run does, not warn
+/// about a script that then runs fine (runtime.rs, warn_unrunnable).
+#[test]
+fn npm_install_g_runs_a_workflow_with_ts_and_tsx_scripts_without_a_false_warning() {
+    let server = Server::serve_dir(&tree().out).expect("start server");
+    let user = User::new("npm-ts-check", &server.url());
+    user.npm_install_g(&[]);
+    let p = Project::new();
+    p.script(
+        "review",
+        "index.sh",
+        "\"$LOOPX_BIN\" output --result draft --goto summarize\n",
+    );
+    // .tsx: JSX needs tsx on every Node, type stripping or not.
+    p.script(
+        "review",
+        "summarize.tsx",
+        "import { input, output } from \"loopx\";\n\
+         const text: string = await input();\n\
+         output({ result: `summary of ${text}`, goto: \"sink\" });\n",
+    );
+    p.script(
+        "review",
+        "sink.sh",
+        "cat > \"$LOOPX_PROJECT_ROOT/got\"\n$LOOPX_BIN output --stop\n",
+    );
+    // Strict: an empty stderr, so no warning.
+    user.loopx(&["run", "review"])
+        .current_dir(p.root())
+        .stdout("")
+        .run();
+    assert_eq!(p.read("got"), "summary of draft");
+}
+
 #[test]
 fn npm_install_g_ignore_scripts_fetches_verifies_and_runs_on_first_use_only() {
     let server = Server::serve_dir(&tree().out).expect("start server");
@@ -626,4 +663,54 @@ fn pnpm_add_g_with_scripts_blocked_fetches_the_binary_on_first_run() {
     );
     version_quietly(pnpm_cmd(&loopx).arg("version")).run();
     assert_eq!(server.paths(), [archive_path()], "the second run fetched");
+}
+
+/// The code blocks of docs/js.md's API section, as a user copies them: the
+/// shell steps (with the release's package for `npm install loopx`) and
+/// `loop.mjs`, in a fresh `npm init -y` project (CommonJS by default, so
+/// top-level await needs the `.mjs` the example uses).
+#[test]
+fn the_api_example_of_docs_js_runs_as_copied_into_an_npm_init_project() {
+    let doc = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/js.md"))
+        .expect("docs/js.md");
+    let api = &doc[doc
+        .find("## The programmatic API")
+        .expect("the API section")..];
+    let block = |fence: &str| -> String {
+        let start = api
+            .find(fence)
+            .unwrap_or_else(|| panic!("no {fence} block"))
+            + fence.len();
+        let end = start + api[start..].find("\n```").expect("the block's end");
+        api[start..end].trim_start_matches('\n').to_string()
+    };
+    let steps = block("```sh");
+    let script = block("```js");
+    assert!(steps.contains("npm install loopx\n"), "{steps}");
+    assert!(steps.ends_with("node loop.mjs"), "{steps}");
+
+    let server = Server::serve_dir(&tree().out).expect("start server");
+    let user = User::new("npm-api-example", &server.url());
+    let app = user.path("app");
+    fs::create_dir_all(&app).expect("create the app dir");
+    fs::write(app.join("loop.mjs"), &script).expect("write loop.mjs");
+    let steps = steps.replace(
+        "npm install loopx\n",
+        &format!("npm install --prefer-offline {}\n", tree().tgz().display()),
+    );
+    let mut sh = user.command("bash");
+    sh.cmd
+        .args(["-euo", "pipefail", "-c", &steps])
+        .current_dir(&app);
+    let out = sh
+        .timeout(INSTALL_TIMEOUT)
+        // npm's own chatter on both streams; loopx's script logs on stderr.
+        .stdout_any("npm init prints package.json; the loop's lines are checked below")
+        .stderr_any("npm's progress and the script's log line")
+        .run();
+    assert!(
+        out.stdout.ends_with("done\nrunPromise: 1 output(s)\n"),
+        "{out}"
+    );
+    assert!(app.join(".loopx/main/index.sh").is_file(), "{out}");
 }

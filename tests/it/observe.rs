@@ -861,7 +861,7 @@ fn verbose_points_out_outputs_that_are_probably_mistakes() {
         ("nested", "'result' is nested inside 'data'"),
         (
             "stopstr",
-            "stop is true (a string), not true, so the loop does not stop",
+            "stop is \"true\" (a string); only the JSON value true stops the loop, so it goes on",
         ),
         (
             "gotonum",

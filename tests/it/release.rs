@@ -624,11 +624,21 @@ fn workflows_tarball_is_dist_workflows_in_one_directory_with_fixed_owners_modes_
         .map(|e| e.name.clone())
         .collect();
     files.sort();
-    // Under one workflows/ directory, which `loopx install` unwraps.
-    let want: Vec<String> = files_under(&Path::new(ROOT).join("dist/workflows"), &[])
+    // Under one workflows/ directory, which `loopx install` unwraps; the
+    // authoring guide also beside each workflow (the top level is not
+    // installed, §10.1).
+    let dist = Path::new(ROOT).join("dist/workflows");
+    let mut want: Vec<String> = files_under(&dist, &[])
         .iter()
         .map(|f| format!("workflows/{f}"))
         .collect();
+    for w in files_under(&dist, &[])
+        .iter()
+        .filter_map(|f| f.strip_suffix("/index.sh"))
+    {
+        want.push(format!("workflows/{w}/AUTHORING.md"));
+    }
+    want.sort();
     assert_eq!(files, want);
     assert_eq!(entries[0].name, "workflows/");
     for e in &entries {
@@ -651,7 +661,10 @@ fn workflows_tarball_is_dist_workflows_in_one_directory_with_fixed_owners_modes_
         };
         assert_eq!(e.mode, want, "{} mode", e.name);
         if e.kind == b'0' {
-            let source = Path::new(ROOT).join("dist").join(&e.name);
+            let mut source = Path::new(ROOT).join("dist").join(&e.name);
+            if e.name.ends_with("/AUTHORING.md") {
+                source = Path::new(ROOT).join("dist/workflows/AUTHORING.md");
+            }
             assert!(
                 e.data == read(&source),
                 "{} differs from the checkout",
@@ -904,8 +917,12 @@ fn pinned_version_uses_the_versioned_path_with_or_without_v() {
     assert_eq!(server.paths()[before + 1], pinned);
 
     // A version that was never released: a clear error, nothing installed.
+    // Its errors carry the script's own name, not `loopx install`'s (a
+    // subcommand that does something else).
     m.install(&build.install_sh(), &["--version", "9.9.9"])
         .status(1)
+        .stderr_contains("install.sh: error: ")
+        .stderr_lacks("loopx install:")
         .stderr_contains("/download/v9.9.9/SHA256SUMS")
         .stderr_contains("is 9.9.9 a released version?")
         .stdout(&installing("release v9.9.9"))

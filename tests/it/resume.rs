@@ -62,6 +62,16 @@ fn handoff() -> Project {
 }
 
 const B_FAILED: &str = "loopx: error: script w:b exited with code 3; stopping the loop\n";
+/// The line after every ending that keeps the run, before its id.
+const RESUME_LINE: &str = "loopx: the run can be resumed: loopx resume ";
+
+/// A run of `handoff()` whose `b` fails: its error, then the resume line.
+fn b_fails(r: Run) -> Run {
+    r.status(1)
+        .stdout("")
+        .stderr_contains(B_FAILED)
+        .stderr_contains(RESUME_LINE)
+}
 
 #[test]
 fn runs_that_finish_leave_no_checkpoint() {
@@ -76,12 +86,11 @@ fn runs_that_finish_leave_no_checkpoint() {
 #[test]
 fn a_failed_run_is_resumed_where_it_stopped() {
     let p = handoff();
-    p.loopx(&["run", "--log", "run.jsonl", "w"])
-        .status(1)
-        .stderr(B_FAILED)
-        .run();
+    let out = b_fails(p.loopx(&["run", "--log", "run.jsonl", "w"])).run();
     let ids = checkpoints(&p);
     assert_eq!(ids.len(), 1, "a failed run stays resumable");
+    // The error, then how to carry the run on.
+    assert_eq!(out.stderr, format!("{B_FAILED}{RESUME_LINE}{}\n", ids[0]));
     fs::remove_file(p.path("broken")).expect("fix b");
     p.loopx(&["resume"]).run();
     let id = &ids[0];
@@ -113,13 +122,14 @@ fn a_failed_run_is_resumed_where_it_stopped() {
 #[test]
 fn resume_names_a_run_by_a_unique_prefix_and_options_given_replace_the_saved() {
     let p = handoff();
-    p.loopx(&["run", "w"]).status(1).stderr(B_FAILED).run();
+    b_fails(p.loopx(&["run", "w"])).run();
     let id = checkpoints(&p).remove(0);
     // Still broken, and now with a retry given to resume: two attempts.
     p.loopx(&["resume", "--retry", "1", "--retry-delay", "0", &id[..6]])
         .status(1)
         .stderr_contains("loopx: w:b failed (exit 3); retry 1 of 1 in 0s\n")
         .stderr_contains(B_FAILED)
+        .stderr_contains(&format!("{RESUME_LINE}{id}\n"))
         .run();
     assert_eq!(lines(&p, "log").len(), 4, "index, b, then b twice");
     p.loopx(&["resume", "ffffffffffffffff"])
@@ -188,10 +198,7 @@ fn a_run_killed_with_sigkill_is_resumed_once_its_scripts_are_gone() {
 #[test]
 fn run_resume_starts_a_new_run_when_there_is_none_and_resumes_one_otherwise() {
     let p = handoff();
-    p.loopx(&["run", "--resume", "w"])
-        .status(1)
-        .stderr(B_FAILED)
-        .run();
+    b_fails(p.loopx(&["run", "--resume", "w"])).run();
     let first = checkpoints(&p);
     assert_eq!(first.len(), 1);
     fs::remove_file(p.path("broken")).expect("fix b");
@@ -205,7 +212,7 @@ fn run_resume_starts_a_new_run_when_there_is_none_and_resumes_one_otherwise() {
 #[test]
 fn status_lists_resumable_runs_with_the_command_to_resume() {
     let p = handoff();
-    p.loopx(&["run", "w"]).status(1).stderr(B_FAILED).run();
+    b_fails(p.loopx(&["run", "w"])).run();
     let id = checkpoints(&p).remove(0);
     p.loopx(&["status"])
         .stdout_contains(&format!("loopx resume {id}"))
@@ -255,10 +262,12 @@ fn resume_refuses_while_a_process_of_the_run_lives_even_one_without_the_run_id()
     // LOOPX_RUN_ID from its environment. It still holds the run's lock (an
     // inherited descriptor), so resume refuses, naming its group, rather
     // than run the same step a second time beside it.
+    // (In its second script: a run that fails in its first is not kept.)
     let p = Project::new();
+    p.script("w", "index.sh", "\"$LOOPX_BIN\" output --goto b\n");
     p.script(
         "w",
-        "index.sh",
+        "b.sh",
         "if [ ! -e \"$LOOPX_PROJECT_ROOT/once\" ]; then\n\
            touch \"$LOOPX_PROJECT_ROOT/once\"\n\
            env -u LOOPX_RUN_ID setsid sleep 1000 </dev/null >/dev/null 2>&1 &\n\
@@ -270,7 +279,8 @@ fn resume_refuses_while_a_process_of_the_run_lives_even_one_without_the_run_id()
     p.loopx(&["run", "w"])
         .status(1)
         .stdout("")
-        .stderr_contains("w:index")
+        .stderr_contains("w:b")
+        .stderr_contains("loopx: the run can be resumed: loopx resume ")
         .run();
     let bg = read_pid(&p, "bg.pid");
     let _end = KillOnDrop(bg);

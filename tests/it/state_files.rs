@@ -76,7 +76,11 @@ const B_FAILED: &str = "loopx: error: script w:b exited with code 3; stopping th
 
 /// Runs `handoff`'s workflow to its failure; the run id it left.
 fn failed_run(p: &Project) -> String {
-    loopx(p, &["run", "w"]).status(1).stderr(B_FAILED).run();
+    loopx(p, &["run", "w"])
+        .status(1)
+        .stderr_contains(B_FAILED)
+        .stderr_contains("loopx: the run can be resumed: loopx resume ")
+        .run();
     let ids: Vec<String> = names(&runs_dir(p))
         .into_iter()
         .filter_map(|n| n.strip_suffix(".ckpt").map(str::to_string))

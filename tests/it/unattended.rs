@@ -130,10 +130,13 @@ fn retries_used_up_exit_as_without_them_after_doubling_delays() {
     p.loopx(&["run", "--retry", "2", "--retry-delay", "100ms", "w"])
         .status(1)
         .stdout("")
-        .stderr(
+        // The run is kept (it failed at its second script): the resume
+        // line follows the error.
+        .stderr_contains(
             "loopx: w:check failed (exit 3); retry 1 of 2 in 100ms\n\
          loopx: w:check failed (exit 3); retry 2 of 2 in 200ms\n\
-         loopx: error: script w:check exited with code 3; stopping the loop\n",
+         loopx: error: script w:check exited with code 3; stopping the loop\n\
+         loopx: the run can be resumed: loopx resume ",
         )
         .run();
     assert_eq!(lines(&p, "runs").len(), 3);
@@ -276,7 +279,10 @@ fn no_retry_starts_past_the_budget() {
     ])
     // The retry could only start after the budget: the failure stands.
     .status(1)
-    .stderr("loopx: error: script w:check exited with code 3; stopping the loop\n")
+    .stderr_contains(
+        "loopx: error: script w:check exited with code 3; stopping the loop\n\
+         loopx: the run can be resumed: loopx resume ",
+    )
     .run();
     assert_eq!(lines(&p, "runs").len(), 1);
 }

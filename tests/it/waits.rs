@@ -295,6 +295,18 @@ fn max_cost_stops_after_the_script_that_reached_it() {
 }
 
 #[test]
+fn max_cost_below_a_cent_says_what_was_spent_not_zero() {
+    // Agent runs that cost a fraction of a cent each (a cheap model, a short
+    // prompt) must not read `($0.00)` when the budget stops them.
+    let p = Project::new();
+    p.script("w", "index.sh", "\"$LOOPX_BIN\" output --cost-usd 0.0014\n");
+    p.loopx(&["run", "--max-cost", "0.004", "w"])
+        .stdout("")
+        .stderr("loopx: stopped: --max-cost 0.004 reached after 3 iterations ($0.0042)\n")
+        .run();
+}
+
+#[test]
 fn cost_is_counted_from_any_top_level_object_and_never_changes_the_result() {
     // An object with only cost_usd is plain text to §2.3: its whole text is
     // the result, and no goto happens; the cost still counts.

@@ -1,14 +1,17 @@
 #!/bin/bash
 # build-audit-fix, step 3 of 5: the audit. The agent reviews the work with
-# the check results (this step's stdin) and ends with a verdict line:
+# the check results (this step's stdin) and ends with a verdict line. A
+# round passes only when the checks pass AND the auditor approves:
 #
-#   VERDICT: APPROVED            -> report (the loop stops, exit 0)
-#   VERDICT: CHANGES REQUESTED   -> fix, with the audit and the check results
-#                                   on its stdin; in the last round
-#                                   (MAX_ROUNDS), report instead (exit 1)
+#   VERDICT: APPROVED, checks pass   -> report (the loop stops, exit 0)
+#   anything else                    -> fix, with the audit and the check
+#                                       results on its stdin; in the last
+#                                       round (MAX_ROUNDS), report instead
+#                                       (the run ends unapproved, exit 1)
 #
 # Anything but APPROVED on the last VERDICT line, or no verdict at all,
-# counts as changes requested.
+# counts as changes requested; an approval over failing checks is another
+# fix round.
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -40,7 +43,7 @@ $(changes_summary)
 
 $checks"
 
-run_agent "$dir" audit "$prompt"
+run_agent "$dir/audit" "$prompt"
 printf '%s\n' "$agent_final" >"$dir/audit.md" || fail_step 1 "cannot write $dir/audit.md"
 
 # The last VERDICT line wins; markdown emphasis around it is ignored.
@@ -55,18 +58,35 @@ esac
 echo "$verdict" >"$dir/verdict"
 
 commit_step "audit (round $round)" || fail_step 1 "git commit failed"
-record_step audit "$round" "$step_start" "$verdict"
+checks_ok=0
+checks_pass "$round" && checks_ok=1
+outcome=$verdict
+[ "$verdict" = approved ] && [ "$checks_ok" = 0 ] && outcome="approved, but the checks fail"
+record_step audit "$round" "$step_start" "$outcome"
 
-if [ "$verdict" = approved ]; then
+if [ "$verdict" = approved ] && [ "$checks_ok" = 1 ]; then
   state_set outcome approved
   agent_output --result approved --goto report
 elif [ "$round" -ge "$max_rounds" ]; then
+  if [ "$checks_ok" = 0 ] && [ "$verdict" = approved ]; then
+    why="the auditor approved, but the checks still fail"
+  elif [ "$checks_ok" = 0 ]; then
+    why="the checks still fail and the auditor still requests changes"
+  else
+    why="the checks pass, but the auditor still requests changes"
+  fi
   state_set outcome rejected
+  state_set why "$why"
   agent_output --result rejected --goto report
 else
-  write_report "in progress (round $round: $verdict; fix next)"
+  write_report "in progress (round $round: $outcome; fix next)"
+  gate=""
+  [ "$checks_ok" = 0 ] && gate="
+A round passes only when the checks pass and the auditor approves: make
+the failing checks pass, whatever the review says.
+"
   feedback="# The auditor's review (round $round)
-
+$gate
 $(cat "$dir/audit.md")
 
 # The checks

@@ -10,6 +10,7 @@ set -uo pipefail
 feedback=$(head -c 100000)
 load_state
 begin_step fix
+progress_start
 
 prompt="You are the fixer in a build, audit and fix loop (round $round of at most
 $max_rounds). An auditor reviewed the work done in this directory for the task
@@ -24,6 +25,7 @@ $feedback"
 
 run_agent "$run_dir" "fix-$round" "$prompt"
 commit_step "fix (round $round)" || fail_step 1 "git commit failed"
+check_progress "" ""
 record_step fix "$round" "$step_start" ok
 # The round ends here; the next one starts with the checks.
 round=$((round + 1))

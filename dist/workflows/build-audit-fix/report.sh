@@ -1,9 +1,10 @@
 #!/bin/bash
 # build-audit-fix, step 5 of 5: the report. Writes the final markdown report
-# (REPORT, by default build-audit-fix-report.md in the project root), removes
-# the worktree of a WORKTREE=1 run (its branch keeps every step), and ends
-# the loop: stop (exit 0) when the audit approved, exit 1 when the last
-# round ended without approval.
+# (REPORT, by default report.md in the workflow's directory, which its
+# .gitignore keeps out of `git status`), removes the worktree of a
+# WORKTREE=1 run (its branch keeps every step), and ends the loop: stop
+# (exit 0) when a round passed (checks pass, auditor approves), exit 1 when
+# the last round ended without that.
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -29,8 +30,15 @@ case $outcome in
     output --result "approved in round $round" --stop
     ;;
   rejected)
-    write_report "**not approved** after $round rounds (MAX_ROUNDS=$max_rounds): the loop stopped without an approval"
-    say "not approved after $round rounds (MAX_ROUNDS=$max_rounds); report: $report"
+    why=$(state_get why)
+    [ -n "$why" ] || why="the auditor still requests changes"
+    write_report "**not approved** after $round rounds (MAX_ROUNDS=$max_rounds): $why"
+    say "not approved after $round rounds (MAX_ROUNDS=$max_rounds): $why"
+    # Exit 1, so that cron and CI see it; said plainly first, since loopx's
+    # own line after it ("exited with code 1") reads like a crash.
+    say "this is the workflow's verdict, not a crash: it ends with exit 1 so that cron and CI see it; what is left is in the report, $report"
+    # The run ends here, unapproved; a retry would not change that.
+    output --permanent --class not_approved
     exit 1
     ;;
   *)

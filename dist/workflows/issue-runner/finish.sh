@@ -10,7 +10,8 @@ set -uo pipefail
 
 read -r number route
 case $number in '' | *[!0-9]*) die "finish: expected '<issue number> <route>' on stdin" ;; esac
-[ "$(claim_get number)" = "$number" ] || die "finish: #$number is not the issue this runner took"
+claimed=$claims_dir/$number
+[ "$(claim_get run)" = "$LOOPX_RUN_ID" ] || die "finish: #$number is not an issue this run took"
 
 label=$(label_for "$route")
 note=""

@@ -7,17 +7,21 @@
 #   ROUTE: <token>        -> the label ROUTES maps <token> to; an unknown
 #                            token goes to NEEDS_HUMAN_LABEL
 #
+# The agent's files are kept per issue (state/sessions/<n>/agent.*), so
+# that a restart after a crash carries its session on.
+#
 # If the clone, the forge or the agent fails, this step fails, so that
 # loopx's --retry runs it again from a new clone; when no retry is left the
-# issue stays claimed and the next run moves it to NEEDS_HUMAN_LABEL. A
-# timed-out agent (--timeout) goes the same way.
+# issue stays claimed and the next run restarts it (MAX_RESTARTS) or moves
+# it to NEEDS_HUMAN_LABEL. A timed-out agent (--timeout) goes the same way.
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
 
 number=$(cat)
 case $number in '' | *[!0-9]*) die "work: expected an issue number on stdin, got '$number'" ;; esac
-[ "$(claim_get number)" = "$number" ] || die "work: #$number is not the issue this runner took"
+claimed=$claims_dir/$number
+[ "$(claim_get run)" = "$LOOPX_RUN_ID" ] || die "work: #$number is not an issue this run took"
 
 mkdir -p "$run_dir" || die "cannot create $run_dir"
 clone=$run_dir/clone
@@ -60,32 +64,31 @@ $instructions"
 
 say "#$number: ${AGENT_CMD:-${AGENT:-claude}} in $clone (attempt $LOOPX_ATTEMPT)"
 printf '%s\n' "$prompt" >"$run_dir/agent.prompt.md" || die "cannot write $run_dir/agent.prompt.md"
-# The agent (`loopx agent`) may run git and the forge's CLI (to push and
-# open the pull request) besides its edits; AGENT_ALLOW adds more. Every
-# attempt starts from a new clone, so it starts a new agent session too
-# (--fresh): the last attempt's session would remember work this clone
-# does not have.
-out=$("$LOOPX_BIN" agent --output --fresh --dir "$run_dir" --step agent --workdir "$clone" \
+# The agent may run git and the forge's CLI (to push and open the pull
+# request) besides its edits; AGENT_ALLOW adds more.
+# The agent's files live with the issue, not the run: a restart of a run
+# that died carries the agent's session on (loopx agent resumes it).
+out=$("$LOOPX_BIN" agent --output --dir "$sessions_dir/$number" --step agent --workdir "$clone" \
   --prompt "$run_dir/agent.prompt.md" --allow "$forge_cmd")
 status=$?
 if [ "$status" -ne 0 ]; then
-  # The agent failed: so does this step, for --retry, unless loopx agent's
-  # output says no retry would help (auth, billing, a refused permission,
-  # ...). Either way the issue stays claimed, and the next run hands it to
-  # a person.
+  # A failure fails the step (for --retry), for good when no retry can fix
+  # it: loopx agent's output says which.
+  say "#$number: the agent failed (exit $status)"
+  case $out in *'"class":"permission_denied"'*) say "#$number: the agent was denied a permission it needs: allow the command with AGENT_ALLOW, or set AGENT_UNSAFE=1 inside a sandbox (a container, a VM)" ;; esac
   printf '%s\n' "$out"
   exit "$status"
 fi
-field() { printf '%s' "$out" | "$LOOPX_BIN" json "$1"; }
-if [ -n "$(field .retry_after)" ]; then
-  # A usage or rate limit: loopx runs this step again after the wait.
+if [ -n "$(printf '%s' "$out" | json .retry_after)" ]; then
+  # A usage or rate limit, or an outage: loopx runs this step again after
+  # the wait.
   printf '%s\n' "$out"
   exit 0
 fi
-cost=$(field .cost_usd)
+cost=$(printf '%s' "$out" | json .cost_usd)
 
 # The final message of the attempt that finished, for finish.sh.
-field .result >"$run_dir/agent.log"
+printf '%s' "$out" | json .result >"$run_dir/agent.log"
 route=$(sed 's/[*`]//g' "$run_dir/agent.log" | sed -n 's/^[[:space:]]*ROUTE:[[:space:]]*\([^[:space:]]*\).*/\1/p' | tail -n 1)
 [ -n "$route" ] || route="done"
 say "#$number: the agent routed it to '$route'"

@@ -41,6 +41,7 @@ pub struct Request {
     /// The target's path, percent-decoded, without the query string.
     pub path: String,
     pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
 }
 
 impl Request {
@@ -345,7 +346,7 @@ fn read_request(mut reader: BufReader<TcpStream>) -> Result<Request, u16> {
     if length > MAX_REQUEST {
         return Err(413);
     }
-    // Read (and drop) the body, so the connection stays in step.
+    // Read the body, so the connection stays in step.
     let mut body = vec![0; length];
     reader.read_exact(&mut body).map_err(|_| 400u16)?;
     let raw_path = target.split(['?', '#']).next().unwrap_or("");
@@ -354,6 +355,7 @@ fn read_request(mut reader: BufReader<TcpStream>) -> Result<Request, u16> {
         target: target.to_string(),
         path: percent_decode(raw_path).ok_or(400u16)?,
         headers,
+        body,
     })
 }
 

@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # agent_final, agent_cost: for the steps that source it
 # Sourced by every step of build-audit-fix (a file in lib/ is not a script
 # to loopx). It holds the configuration, the run's state, the agent runner,
 # the per-step commit and the report. Written for bash 3.2 and later.
@@ -12,16 +12,19 @@
 #   build.*, fix-<n>.*, round-<n>/audit.*
 #                each agent run (`loopx agent`): .prompt.md, .events.jsonl
 #                (its raw output), .final.txt (its final message),
-#                .stderr.log, .summary.json (how it ended); per wait and
-#                attempt (.wait-<w>.attempt-<m>); .session (its session,
-#                carried on by a retry of the step)
+#                .stderr.log, .summary.json; per wait and attempt
+#                (.wait-<w>.attempt-<m>)
+#   progress     the no-progress count and the last fix's fingerprint
 #   report.md    a copy of the report
 
 root=$LOOPX_PROJECT_ROOT
 max_rounds=${MAX_ROUNDS:-3}
+no_progress_limit=${NO_PROGRESS_LIMIT:-3}
 task_file=${TASK_FILE:-TASK.md}
 case $task_file in /*) ;; *) task_file=$root/$task_file ;; esac
-report=${REPORT:-$root/build-audit-fix-report.md}
+# By default in the workflow's directory, which its .gitignore keeps out of
+# the user's `git status`.
+report=${REPORT:-$PWD/report.md}
 case $report in /*) ;; *) report=$root/$report ;; esac
 run_dir=$PWD/runs/$LOOPX_RUN_ID
 state=$run_dir/state
@@ -33,6 +36,7 @@ tail_lines=${CHECK_TAIL_LINES:-80}
 say() { printf 'build-audit-fix: %s\n' "$*" >&2; }
 # $LOOPX_BIN is the loopx of this run.
 output() { "$LOOPX_BIN" output "$@"; }
+json() { "$LOOPX_BIN" json "$@"; }
 die() {
   say "$*"
   exit 1
@@ -40,6 +44,9 @@ die() {
 
 case $max_rounds in
   '' | *[!0-9]* | 0) die "MAX_ROUNDS must be a positive integer, not '$max_rounds'" ;;
+esac
+case $no_progress_limit in
+  '' | *[!0-9]*) die "NO_PROGRESS_LIMIT must be a number (0: off), not '$no_progress_limit'" ;;
 esac
 case $tail_lines in
   '' | *[!0-9]*) die "CHECK_TAIL_LINES must be a number, not '$tail_lines'" ;;
@@ -124,42 +131,102 @@ record_step() {
 
 # ------------------------------------------------------------- the agent
 
-# run_agent <dir> <step> <prompt>: the agent (`loopx agent`) in the
-# working directory, the prompt on its stdin (kept as <dir>/<step>.prompt.md),
-# its files next to it. The check commands are allowed besides git. A usage
-# or rate limit ends the step with a wait (loopx runs it again after it); a
-# failure fails the step, and a permanent one (auth, billing, a refused
-# permission, ...) says so, so that --retry does not run it again. On
-# success, $agent_final holds its final message and $agent_cost what it
-# cost (dollars, or nothing).
+# run_agent <base> <prompt>: `loopx agent` in the working directory, the
+# prompt on its stdin (kept as <base>.prompt.md), its files next to it. The
+# check commands are allowed besides git. A usage or rate limit, or an
+# outage, ends the step with a wait (loopx runs it again after it); a
+# failure fails the step (for good when no retry can fix it). On success,
+# $agent_final holds its final message and $agent_cost its cost (if known).
 run_agent() {
-  local out status allow="" c
-  printf '%s\n' "$3" >"$1/$2.prompt.md" || fail_step 1 "cannot write $1/$2.prompt.md"
-  for c in "${LINT_CMD:-}" "${TEST_CMD:-}"; do
-    [ -n "$c" ] && allow=${allow:+$allow,}$c
+  local out status allow="" cmd
+  printf '%s\n' "$2" >"$1.prompt.md" || fail_step 1 "cannot write $1.prompt.md"
+  for cmd in "${LINT_CMD:-}" "${TEST_CMD:-}"; do
+    [ -n "$cmd" ] && allow=${allow:+$allow,}$cmd
   done
-  out=$("$LOOPX_BIN" agent --output --dir "$1" --step "$2" --workdir "$work" \
-    --prompt "$1/$2.prompt.md" ${allow:+--allow "$allow"})
+  out=$("$LOOPX_BIN" agent --output --dir "$(dirname "$1")" --step "$(basename "$1")" \
+    --workdir "$work" --prompt "$1.prompt.md" ${allow:+--allow "$allow"})
   status=$?
-  agent_cost=$(agent_field "$out" .cost_usd)
   if [ "$status" -ne 0 ]; then
-    fail_step "$status" "the agent failed ($(agent_field "$out" .class); see $1/$2.*)" "$out"
+    agent_failure "$1"
+    [ "$agent_class" = permission_denied ] && say "the agent was denied a permission it needs: allow the command with AGENT_ALLOW, or set AGENT_UNSAFE=1 inside a sandbox (a container, a VM)"
+    [ "$current_step" = fix ] && check_progress "$agent_class" "$agent_reason"
+    agent_out=$out
+    fail_step "$status" "the agent ended: $agent_class (see $(dirname "$1"))"
   fi
-  if [ -n "$(agent_field "$out" .retry_after)" ]; then
-    record_step "$current_step" "${round:-1}" "$step_start" "waiting $(agent_field "$out" .retry_after)s (usage or rate limit)"
+  if [ -n "$(printf '%s' "$out" | json .retry_after)" ]; then
+    record_step "$current_step" "${round:-1}" "$step_start" "waiting $(printf '%s' "$out" | json .retry_after)s (usage limit or outage)"
     printf '%s\n' "$out"
     exit 0
   fi
-  # shellcheck disable=SC2034 # audit.sh reads it
-  agent_final=$(agent_field "$out" .result)
+  agent_final=$(printf '%s' "$out" | json .result)
+  agent_cost=$(printf '%s' "$out" | json .cost_usd)
 }
 
-# agent_field <loopx output> <path>: a field of loopx agent's output.
-agent_field() { printf '%s' "$1" | "$LOOPX_BIN" json "$2"; }
+# agent_failure <base>: $agent_class and $agent_reason from the summary
+# loopx agent wrote for this attempt.
+agent_failure() {
+  local suffix="" summary
+  [ "${LOOPX_WAITS:-0}" -gt 0 ] 2>/dev/null && suffix=.wait-$LOOPX_WAITS
+  [ "${LOOPX_ATTEMPT:-1}" -gt 1 ] 2>/dev/null && suffix=$suffix.attempt-$LOOPX_ATTEMPT
+  summary=$1$suffix.summary.json
+  agent_class=$(json .class <"$summary" 2>/dev/null)
+  agent_reason=$(json .reason <"$summary" 2>/dev/null)
+  [ -n "$agent_class" ] || agent_class=failed
+}
 
-# agent_output <loopx output options>: `loopx output`, plus what the
-# agent's run cost when it is known.
-agent_output() { output "$@" ${agent_cost:+--cost-usd "$agent_cost"}; }
+# agent_output <loopx output flags>: the step's output, with the agent's
+# cost.
+agent_output() {
+  output "$@" ${agent_cost:+--cost-usd "$agent_cost"}
+}
+
+# ------------------------------------------------------------ progress
+#
+# A fix that changes nothing will not change anything next time either.
+# After each fix attempt: the fingerprint of the working directory (its
+# commit, the diff of its tracked files, the names of its new files) and
+# how the agent failed, if it did. NO_PROGRESS_LIMIT fix attempts in a row
+# that leave it as it was end the run for good. Waits never count.
+fingerprint() {
+  {
+    git -C "$work" rev-parse -q --verify HEAD
+    git -C "$work" diff HEAD
+    git -C "$work" ls-files --others --exclude-standard
+    printf '%s\n%s\n' "$1" "$2"
+  } 2>/dev/null | cksum | tr -d ' \t'
+}
+
+# progress_start: the fingerprint the first fix starts from.
+progress_start() {
+  [ -f "$run_dir/progress" ] || printf '0 %s\n' "$(fingerprint "" "")" >"$run_dir/progress"
+}
+
+# check_progress <class> <message>: counts this fix attempt; fails the run
+# for good when it is the NO_PROGRESS_LIMIT-th in a row without change.
+check_progress() {
+  local count last now what
+  [ "$no_progress_limit" -gt 0 ] || return 0
+  read -r count last <"$run_dir/progress"
+  now=$(fingerprint "$1" "$2")
+  if [ "$now" != "$last" ]; then
+    count=0
+  elif [ -z "$1" ] && ! git -C "$work" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    # Outside git the work cannot be seen: only failures that repeat count.
+    count=0
+  else
+    count=$((count + 1))
+  fi
+  printf '%s %s\n' "$count" "$now" >"$run_dir/progress.tmp" && mv "$run_dir/progress.tmp" "$run_dir/progress"
+  [ "$count" -ge "$no_progress_limit" ] || return 0
+  what="the same commit ($(git -C "$work" rev-parse -q --short HEAD 2>/dev/null || echo none)) and the same files"
+  if [ -n "$1" ]; then
+    what="$what, and the fixer failed the same way each time: $1 ($2)"
+  else
+    what="$what: the fixer finished without changing anything"
+  fi
+  agent_out='{"permanent":true,"class":"no_progress"}'
+  fail_step 1 "no progress in $count fix attempts in a row (NO_PROGRESS_LIMIT=$no_progress_limit): $what; stopping for good"
+}
 
 # A step that loopx stops (--timeout, Ctrl-C, SIGTERM, SIGHUP) gets the
 # signal with its whole group; bash runs this once the agent is gone, so
@@ -182,16 +249,15 @@ begin_step() {
   say "round ${round:-1}: $1"
 }
 
-# fail_step <status> <what> [<output>]: records a failed step and exits
-# with <status>, so that loopx retries it (--retry) or stops with exit 1.
-# <output> is the failing step's stdout: loopx agent's, which marks a
-# permanent failure that no retry would fix.
+# fail_step <status> <what>: records a failed step and exits with <status>,
+# so that loopx retries it (--retry) or stops with exit 1.
 fail_step() {
   record_step "$current_step" "${round:-1}" "$step_start" "failed: $2"
   drop_worktree
   write_report "stopped: the $current_step step failed ($2)"
   say "the $current_step step failed: $2"
-  [ -n "${3:-}" ] && printf '%s\n' "$3"
+  # loopx agent's output for a failure: a permanent one is not retried.
+  [ -n "${agent_out:-}" ] && printf '%s\n' "$agent_out"
   exit "$1"
 }
 
@@ -227,6 +293,15 @@ changes_summary() {
 
 # ---------------------------------------------------------------- report
 
+# checks_pass <round>: every configured check of the round passed.
+checks_pass() {
+  local c st
+  for c in lint test; do
+    st=$(cat "$run_dir/round-$1/$c.status" 2>/dev/null) || return 1
+    case $st in skipped | 0) ;; *) return 1 ;; esac
+  done
+}
+
 check_cell() {
   local status_file=$run_dir/round-$1/$2.status
   if [ ! -f "$status_file" ]; then
@@ -243,7 +318,7 @@ check_cell() {
 # write_report <result>: the markdown report, from the state and the steps
 # so far; written to a temporary file and renamed into place.
 write_report() {
-  local result=$1 started r verdict last_audit=""
+  local result=$1 started r verdict passed last_audit=""
   started=$(state_get started)
   {
     echo "# build-audit-fix report"
@@ -271,14 +346,21 @@ write_report() {
     echo
     echo "## Rounds"
     echo
-    echo "| Round | Lint | Tests | Verdict |"
-    echo "|---|---|---|---|"
+    echo "A round passes when its checks pass and the auditor approves."
+    echo
+    echo "| Round | Lint | Tests | Verdict | Passed |"
+    echo "|---|---|---|---|---|"
     r=1
     while [ "$r" -le "${round:-1}" ]; do
       verdict=-
-      [ -f "$run_dir/round-$r/verdict" ] && verdict=$(cat "$run_dir/round-$r/verdict")
+      passed=-
+      if [ -f "$run_dir/round-$r/verdict" ]; then
+        verdict=$(cat "$run_dir/round-$r/verdict")
+        passed=no
+        [ "$verdict" = approved ] && checks_pass "$r" && passed=yes
+      fi
       [ -s "$run_dir/round-$r/audit.md" ] && last_audit=$run_dir/round-$r/audit.md
-      echo "| $r | $(check_cell "$r" lint) | $(check_cell "$r" test) | $verdict |"
+      echo "| $r | $(check_cell "$r" lint) | $(check_cell "$r" test) | $verdict | $passed |"
       r=$((r + 1))
     done
     if [ -n "$last_audit" ]; then

@@ -5,17 +5,22 @@
 #
 # State (STATE_DIR, by default state/ in the workflow's directory), kept
 # across runs, so it must live on a disk that survives them:
-#   claimed        the issue this runner took and has not finished:
-#                  key=value lines number, run, pid, and once the outcome is
-#                  known, label (and claimed.note, the comment to post).
-#                  The next run finishes it (index.sh) if this run could not.
+#   claims/<n>     the lock of issue <n>, taken and not finished: key=value
+#                  lines number, run, pid (the loopx of the run that holds
+#                  it), restarts, and once the outcome is known, label (and
+#                  claims/<n>.note, the comment to post). A claim whose
+#                  loopx is gone is picked up by the next run: restarted
+#                  (at most MAX_RESTARTS times), or finished.
+#   sessions/<n>/  the agent's files for issue <n> (`loopx agent --dir`):
+#                  its session survives a crashed run, and a restart
+#                  carries it on.
 #   starts/<n>     one line per start on issue <n> (seconds since 1970)
+#   pick.lock/     held while a run picks an issue (pid inside)
 # Each run that takes an issue also gets runs/<LOOPX_RUN_ID>/: the clean
-# clone (removed when the issue is finished) and the agent's files (`loopx
-# agent`): agent[.wait-<w>][.attempt-<m>].events.jsonl (its raw output),
-# .final.txt (its final message), .stderr.log, .summary.json (how it
-# ended), and the prompt; agent.log is the final message of the attempt
-# that finished, for finish.sh.
+# clone (removed when the issue is finished) and the agent's files
+# (`loopx agent`): agent[.wait-<w>][.attempt-<m>].events.jsonl (its raw
+# output), .final.txt (its final message), .stderr.log, .summary.json, and
+# the prompt.
 
 root=$LOOPX_PROJECT_ROOT
 forge_cmd=${FORGE_CMD:-gh}
@@ -27,9 +32,14 @@ done_label=${DONE_LABEL:-agent:done}
 needs_human_label=${NEEDS_HUMAN_LABEL:-agent:needs-human}
 routes=${ROUTES:-}
 max_starts=${MAX_STARTS_PER_HOUR:-2}
+max_concurrent=${MAX_CONCURRENT:-1}
+max_restarts=${MAX_RESTARTS:-1}
 state_dir=${STATE_DIR:-$PWD/state}
 case $state_dir in /*) ;; *) state_dir=$root/$state_dir ;; esac
-claimed=$state_dir/claimed
+claims_dir=$state_dir/claims
+sessions_dir=$state_dir/sessions
+# The claim a step works on: claims/<n>, set once the step knows <n>.
+claimed=""
 runs_dir=$PWD/runs
 run_dir=$runs_dir/$LOOPX_RUN_ID
 
@@ -40,18 +50,58 @@ die() {
 }
 # $LOOPX_BIN is the loopx of this run.
 output() { "$LOOPX_BIN" output "$@"; }
+json() { "$LOOPX_BIN" json "$@"; }
 
 # FORGE_CMD is a command line (flags and quotes allowed); the arguments are
 # appended to it.
 forge() { bash -c "$forge_cmd \"\$@\"" forge "$@"; }
 
-[ -n "$repo" ] || die "set REPO to the repository to work on (owner/name)"
+# Every setting that is missing or wrong, and a missing forge CLI, reported
+# at once: one run to find them all, not one per fix.
+problems=()
+[ -n "$repo" ] || problems+=("set REPO to the repository to work on (owner/name)")
 [ -n "$allowed_authors" ] ||
-  die "set ALLOWED_AUTHORS (comma-separated logins): only their issues are given to the agent"
+  problems+=("set ALLOWED_AUTHORS (comma-separated logins): only their issues are given to the agent")
 case $max_starts in
-  '' | *[!0-9]* | 0) die "MAX_STARTS_PER_HOUR must be a positive integer, not '$max_starts'" ;;
+  '' | *[!0-9]* | 0) problems+=("MAX_STARTS_PER_HOUR must be a positive integer, not '$max_starts'") ;;
 esac
-mkdir -p "$state_dir/starts" || die "cannot create $state_dir"
+case $max_concurrent in
+  '' | *[!0-9]* | 0) problems+=("MAX_CONCURRENT must be a positive integer, not '$max_concurrent'") ;;
+esac
+case $max_restarts in
+  '' | *[!0-9]*) problems+=("MAX_RESTARTS must be a number, not '$max_restarts'") ;;
+esac
+forge_program=${forge_cmd%% *}
+if ! command -v "$forge_program" >/dev/null 2>&1; then
+  if [ "$forge_program" = gh ]; then
+    problems+=("the GitHub CLI, gh, is not installed (or not on PATH): install it (https://cli.github.com) and log in with 'gh auth login', or set FORGE_CMD to a gh-compatible command")
+  else
+    problems+=("FORGE_CMD's command '$forge_program' is not installed (or not on PATH)")
+  fi
+fi
+if [ ${#problems[@]} -eq 1 ]; then
+  die "${problems[0]}"
+elif [ ${#problems[@]} -gt 1 ]; then
+  say "cannot start; ${#problems[@]} thing(s) to fix (in a project env file: loopx run -e .env issue-runner):"
+  for problem in "${problems[@]}"; do say "  - $problem"; done
+  exit 1
+fi
+mkdir -p "$state_dir/starts" "$claims_dir" "$sessions_dir" || die "cannot create $state_dir"
+
+# holder_alive <pid>: the loopx that holds a claim still runs. (In a
+# container, this run's loopx may have the pid an earlier one had.)
+holder_alive() {
+  [ -n "$1" ] && [ "$1" != "$PPID" ] && ps -p "$1" -o command= 2>/dev/null | grep -q loopx
+}
+
+# claims_in_flight: the numbers of the claims, one a line.
+claims_in_flight() {
+  local f
+  for f in "$claims_dir"/*; do
+    case ${f##*/} in '' | *[!0-9]*) continue ;; esac
+    [ -f "$f" ] && printf '%s\n' "${f##*/}"
+  done
+}
 
 # ---------------------------------------------------------------- labels
 
@@ -136,6 +186,7 @@ finish_issue() {
   forge issue edit "$1" -R "$repo" --add-label "$2" --remove-label "$in_progress_label" >&2 ||
     die "could not move #$1 to $2 (the next run tries again)"
   rm -f "$claimed" "$claimed.note"
+  rm -rf "${sessions_dir:?}/$1"
   [ -n "$run" ] && rm -rf "$runs_dir/$run/clone"
   say "#$1 moved to $2"
 }

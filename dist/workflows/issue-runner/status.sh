@@ -1,0 +1,33 @@
+#!/bin/bash
+# issue-runner:status: the issues in flight, one line each on stderr:
+#
+#   #3  running   run 0123456789abcdef (loopx pid 4242), restarts 0, started 12:00:00 UTC
+#   #8  gone      run fedcba9876543210, restarts 1: the next run restarts it
+#
+# `loopx run issue-runner:status` changes nothing (it takes no issue and
+# calls no forge); it stops at once.
+set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+
+n=0
+for number in $(claims_in_flight); do
+  claimed=$claims_dir/$number
+  n=$((n + 1))
+  pid=$(claim_get pid)
+  restarts=$(claim_get restarts)
+  label=$(claim_get label)
+  started=$(date -u -r "$claimed" '+%H:%M:%S UTC' 2>/dev/null || echo '?')
+  if holder_alive "$pid"; then
+    line="#$number  running   run $(claim_get run) (loopx pid $pid), restarts ${restarts:-0}, since $started"
+  elif [ -n "$label" ]; then
+    line="#$number  gone      run $(claim_get run), finished: the next run moves it to $label"
+  elif [ "${restarts:-0}" -lt "$max_restarts" ]; then
+    line="#$number  gone      run $(claim_get run), restarts ${restarts:-0}: the next run restarts it"
+  else
+    line="#$number  gone      run $(claim_get run), restarts ${restarts:-0}: the next run hands it to $needs_human_label"
+  fi
+  printf '%s\n' "$line" >&2
+done
+say "$n issue(s) in flight (MAX_CONCURRENT=$max_concurrent)"
+output --result "$n in flight" --stop

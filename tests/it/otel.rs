@@ -1,0 +1,218 @@
+//! OpenTelemetry traces (docs/watching.md "Traces"): with an OTLP endpoint
+//! set, a span per run and per script run goes to it over OTLP/HTTP JSON.
+//! Each request is parsed with the official protobuf definitions
+//! (opentelemetry-proto, which scripts/test.sh installs), so a malformed
+//! span fails here.
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::util::http::{Response, Server};
+use crate::util::*;
+
+/// Parses every request body strictly into an `ExportTraceServiceRequest`,
+/// after the OTLP/JSON rule that ids are hex (not base64), and prints one
+/// JSON line per span: ids, parent, name, attributes, status code.
+const CHECK: &str = r#"
+import base64, json, sys
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+for body in json.load(sys.stdin):
+    doc = json.loads(body)
+    resource = {}
+    for rs in doc.get("resourceSpans", []):
+        for a in rs.get("resource", {}).get("attributes", []):
+            resource[a["key"]] = a["value"]["stringValue"]
+        for ss in rs.get("scopeSpans", []):
+            for s in ss.get("spans", []):
+                for k, n in (("traceId", 16), ("spanId", 8), ("parentSpanId", 8)):
+                    if k in s:
+                        raw = bytes.fromhex(s[k])
+                        assert len(raw) == n, (k, s[k])
+                        s[k] = base64.b64encode(raw).decode()
+    req = json_format.Parse(json.dumps(doc), ExportTraceServiceRequest())
+    for rs in req.resource_spans:
+        for ss in rs.scope_spans:
+            assert ss.scope.name == "loopx"
+            for s in ss.spans:
+                attrs = {}
+                for a in s.attributes:
+                    v = a.value
+                    attrs[a.key] = getattr(v, v.WhichOneof("value"))
+                assert s.end_time_unix_nano >= s.start_time_unix_nano > 0
+                print(json.dumps({
+                    "trace": s.trace_id.hex(), "id": s.span_id.hex(),
+                    "parent": s.parent_span_id.hex(), "name": s.name,
+                    "attrs": attrs, "status": s.status.code, "resource": resource,
+                }))
+"#;
+
+/// The spans the collector got, parsed by the official definitions.
+fn spans(server: &Server) -> Vec<Value> {
+    let bodies: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .collect();
+    let py = ci_cache().join("python-otel");
+    assert!(
+        py.is_dir(),
+        "{} is missing: scripts/test.sh installs opentelemetry-proto there",
+        py.display()
+    );
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", CHECK]).env("PYTHONPATH", &py);
+    let out = Run::command(cmd)
+        .stdin(
+            serde_json::to_string(&bodies)
+                .unwrap_or_default()
+                .as_bytes(),
+        )
+        .stdout_any("the spans, parsed below")
+        .run();
+    out.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// A two-script workflow that records the TRACEPARENT each script sees.
+fn project() -> Project {
+    let p = Project::new();
+    let record = "printf '%s\\n' \"$TRACEPARENT\" >> \"$LOOPX_PROJECT_ROOT/tp.txt\"\n";
+    p.script(
+        "w",
+        "index.sh",
+        &format!("{record}printf '{{\"goto\":\"b\",\"cost_usd\":0.25}}'\n"),
+    );
+    p.script("w", "b.sh", &format!("{record}exit 3\n"));
+    p
+}
+
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT: &str = "00f067aa0ba902b7";
+
+#[test]
+fn each_run_and_script_is_a_span_linked_to_its_parent() {
+    let server = Server::new().expect("server");
+    server.route("/v1/traces", Response::ok(""));
+    let p = project();
+    p.loopx(&["run", "w"])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", server.url() + "/")
+        .env("OTEL_EXPORTER_OTLP_HEADERS", "x-token=a%20b")
+        .env("OTEL_SERVICE_NAME", "svc")
+        .env("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test")
+        .env("TRACEPARENT", format!("00-{TRACE}-{PARENT}-01"))
+        .status(1)
+        .stderr_contains("exited with code 3")
+        .run();
+    for r in server.requests() {
+        assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/v1/traces"));
+        assert_eq!(r.header("x-token"), Some("a b"));
+        assert_eq!(r.header("content-type"), Some("application/json"));
+    }
+    let spans = spans(&server);
+    let names: Vec<&str> = spans.iter().filter_map(|s| s["name"].as_str()).collect();
+    assert_eq!(names, ["w:index", "w:b", "loopx run w"], "{spans:?}");
+    let run = &spans[2];
+    assert_eq!(run["parent"], PARENT);
+    assert_eq!(run["attrs"]["loopx.exit_code"], 1);
+    assert_eq!(run["attrs"]["loopx.class"], "script_failed");
+    assert_eq!(run["status"], 2);
+    let mut want_tp = String::new();
+    for s in &spans {
+        assert_eq!(s["trace"], TRACE, "{s}");
+        assert_eq!(s["resource"]["service.name"], "svc");
+        assert_eq!(s["resource"]["deployment.environment"], "test");
+    }
+    for (s, (script, code)) in spans.iter().zip([("index", 0), ("b", 3)]) {
+        assert_eq!(s["parent"], run["id"], "{s}");
+        let attrs: BTreeMap<String, Value> =
+            serde_json::from_value(s["attrs"].clone()).unwrap_or_default();
+        assert_eq!(attrs["loopx.workflow"], "w");
+        assert_eq!(attrs["loopx.script"], script);
+        assert_eq!(attrs["loopx.iteration"], if script == "b" { 2 } else { 1 });
+        assert_eq!(attrs["loopx.attempt"], 1);
+        assert_eq!(attrs["loopx.exit_code"], code);
+        want_tp.push_str(&format!(
+            "00-{TRACE}-{}-01\n",
+            s["id"].as_str().unwrap_or("")
+        ));
+    }
+    assert_eq!(spans[0]["attrs"]["loopx.cost_usd"], 0.25);
+    // Each script saw the TRACEPARENT of its own span.
+    assert_eq!(p.read("tp.txt"), want_tp);
+}
+
+#[test]
+fn a_dead_or_hanging_collector_does_not_hold_the_loop_up() {
+    // A closed port, and one that accepts (the backlog) and never answers.
+    let closed = {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let hanging = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let hanging_port = hanging.local_addr().expect("addr").port();
+    for port in [closed, hanging_port] {
+        let p = Project::new();
+        p.script("w", "index.sh", "echo plain\n");
+        let t0 = Instant::now();
+        let out = p
+            .loopx(&["run", "-n", "5", "w"])
+            .env(
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                format!("http://127.0.0.1:{port}/v1/traces"),
+            )
+            .stderr_contains("traces could not be sent to the OTLP endpoint")
+            .run();
+        assert_eq!(out.stderr.lines().count(), 1, "{out}");
+        assert!(t0.elapsed() < Duration::from_secs(6), "{out}");
+    }
+    drop(hanging);
+}
+
+#[test]
+fn nothing_is_sent_unless_asked_for_over_http_json() {
+    let server = Server::new().expect("server");
+    server.route("/v1/traces", Response::ok(""));
+    let cases: [(&str, &str, &str); 3] = [
+        (
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+            "grpc",
+            "OTLP protocol grpc is not supported",
+        ),
+        (
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+            "http/protobuf",
+            "http/protobuf is not supported",
+        ),
+        ("OTEL_SDK_DISABLED", "true", ""),
+    ];
+    for (k, v, note) in cases {
+        let p = Project::new();
+        p.script("w", "index.sh", "echo \"tp=$TRACEPARENT\" >&2\n");
+        let mut run = p
+            .loopx(&["run", "-n", "1", "w"])
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", server.url())
+            .env(k, v)
+            .stderr_contains("tp=\n");
+        if !note.is_empty() {
+            run = run.stderr_contains(note);
+        }
+        run.run();
+    }
+    // Unset: no span, and an inherited TRACEPARENT passes through as is.
+    let p = Project::new();
+    p.script("w", "index.sh", "echo \"tp=$TRACEPARENT\" >&2\n");
+    p.loopx(&["run", "-n", "1", "w"])
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env("TRACEPARENT", "inherited")
+        .stderr("tp=inherited\n")
+        .run();
+    assert!(server.requests().is_empty());
+}
