@@ -23,7 +23,7 @@ $(cat "$run_dir/task.md")
 
 $feedback"
 
-run_agent "$run_dir" "fix-$round" "$prompt"
+run_agent "$run_dir/fix-$round" "$prompt"
 commit_step "fix (round $round)" || fail_step 1 "git commit failed"
 check_progress "" ""
 record_step fix "$round" "$step_start" ok

@@ -70,7 +70,7 @@ will review your work afterwards, with the results of the project's checks.
 
 $(cat "$run_dir/task.md")"
 
-run_agent "$run_dir" build "$prompt"
+run_agent "$run_dir/build" "$prompt"
 commit_step build || fail_step 1 "git commit failed"
 record_step build "$round" "$step_start" ok
 write_report "in progress (built; checks next)"
