@@ -159,12 +159,12 @@ mod tests {
         let (f, steps) = read_all(&recorded("ok"));
         assert!(f.finished && f.error.is_none());
         assert_eq!(f.text, "Wrote hello.txt.\nLOOP_DONE");
-        assert_eq!(f.cost_usd, Some(0.002));
+        assert_eq!(f.cost_usd, Some(0.0016));
         assert_eq!((f.tokens_in, f.tokens_out), (200, 40));
         assert!(f
             .session
             .as_deref()
-            .is_some_and(|s| s.starts_with("beac8d73")));
+            .is_some_and(|s| s.starts_with("3f2b493f")));
         assert!(steps[0].starts_with("Write /tmp/"), "{steps:?}");
         assert_eq!(steps[1], "Wrote hello.txt.\nLOOP_DONE");
     }

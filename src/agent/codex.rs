@@ -58,6 +58,51 @@ fn command_done(v: &Value, f: &mut Facts) -> Option<String> {
     Some(format!("command failed (exit {code})"))
 }
 
+/// A write the sandbox refused that `exec --json` left out of its events
+/// (it does, now and then, for a command that failed at once): the
+/// session's own record, its rollout (`<CODEX_HOME>/sessions/.../
+/// rollout-*-<thread>.jsonl`), has the call and its output.
+pub fn denied_in_rollout(text: &str) -> Option<String> {
+    let mut calls: Vec<(String, String)> = Vec::new();
+    for line in text.lines() {
+        let Some(v) = crate::json::parse(line.trim()) else {
+            continue;
+        };
+        match str_at(&v, "payload.type") {
+            Some("function_call") => {
+                let Some(id) = str_at(&v, "payload.call_id") else {
+                    continue;
+                };
+                let cmd = str_at(&v, "payload.arguments")
+                    .and_then(crate::json::parse)
+                    .and_then(|a| {
+                        str_at(&a, "cmd")
+                            .or(str_at(&a, "command"))
+                            .map(str::to_string)
+                    })
+                    .unwrap_or_else(|| "a command".to_string());
+                calls.push((id.to_string(), cmd));
+            }
+            Some("function_call_output")
+                if str_at(&v, "payload.output")
+                    .is_some_and(|o| o.contains("Read-only file system")) =>
+            {
+                let id = str_at(&v, "payload.call_id");
+                let cmd = calls
+                    .iter()
+                    .rev()
+                    .find(|(c, _)| Some(c.as_str()) == id)
+                    .map_or("a command", |(_, cmd)| cmd.as_str());
+                return Some(format!(
+                    "a write by {cmd} (its sandbox made the target read-only)"
+                ));
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 fn turn_completed(v: &Value, f: &mut Facts) {
     f.finished = true;
     // An `error` before the completion was a retry note: the turn ended well.
@@ -144,6 +189,24 @@ mod tests {
             Some("a write by touch /x (its sandbox made the target read-only)")
         );
         assert_eq!(steps, ["command failed (exit 1)"]);
+    }
+
+    #[test]
+    fn a_refusal_left_out_of_the_events_is_in_the_rollout() {
+        // Recorded from codex 0.171.0: `exec --json` showed no command,
+        // its rollout had the call and the sandbox's refusal.
+        let rollout = r#"{"type":"session_meta","payload":{"id":"t1"}}
+{"type":"response_item","payload":{"type":"function_call","name":"exec_command","arguments":"{\"cmd\":\"printf x > /var/tmp/x\"}","call_id":"call_1"}}
+{"type":"response_item","payload":{"type":"function_call_output","call_id":"call_1","output":"Process exited with code 1\nOutput:\n/bin/bash: line 1: /var/tmp/x: Read-only file system\n"}}"#;
+        assert_eq!(
+            super::denied_in_rollout(rollout).as_deref(),
+            Some("a write by printf x > /var/tmp/x (its sandbox made the target read-only)")
+        );
+        assert_eq!(
+            super::denied_in_rollout(&rollout.replace("Read-only", "No such")),
+            None
+        );
+        assert_eq!(super::denied_in_rollout("not json\n{}"), None);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use super::class::{self, Class, End, Verdict};
 use super::preset::{self, Setup};
 use super::stream::{self, Facts, Kind};
 use super::summary::{self, Ending, Paths};
-use super::{cost, progress, read, state};
+use super::{codex, cost, progress, read, state};
 use crate::proc::process::{self as sys, kill_group};
 use crate::proc::signals::Signals;
 
@@ -468,6 +468,13 @@ fn attempt(s: &Settings, kind: Kind, prompt: &Path, signals: &mut Signals) -> Re
             read::read_document(kind, &text, &mut facts, now());
         }
     }
+    if kind == Kind::Codex && facts.denied.is_none() {
+        facts.denied = facts
+            .session
+            .as_deref()
+            .and_then(codex_rollout)
+            .and_then(|text| codex::denied_in_rollout(&text));
+    }
     if facts.cost_usd.is_none() && facts.tokens_seen {
         facts.cost_usd =
             cost::from_tokens(facts.tokens_in, facts.tokens_out, s.prices.0, s.prices.1);
@@ -535,6 +542,44 @@ fn after(s: &Settings, kind: Kind, v: &Verdict, f: &Facts, retry_after: Option<u
             state::rest(kind.name(), now() + wait);
         }
     }
+}
+
+/// The largest codex rollout read for a refusal its events left out.
+const ROLLOUT_MAX: u64 = 64 << 20;
+
+/// The text of codex's record of `thread`:
+/// `$CODEX_HOME/sessions/<y>/<m>/<d>/rollout-<time>-<thread>.jsonl`
+/// (`CODEX_HOME` defaults to `~/.codex`), read as a state file (the
+/// user's, no links, bounded).
+fn codex_rollout(thread: &str) -> Option<String> {
+    let home = env("CODEX_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").map(|h| Path::new(&h).join(".codex")))?;
+    let suffix = format!("-{thread}.jsonl");
+    let mut dirs = vec![(home.join("sessions"), 0)];
+    let mut seen = 0;
+    while let Some((dir, depth)) = dirs.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > 100_000 {
+                return None;
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() && depth < 4 {
+                dirs.push((entry.path(), depth + 1));
+            } else if kind.is_file() && name.starts_with("rollout-") && name.ends_with(&suffix) {
+                let bytes = crate::state_file::read(&entry.path(), ROLLOUT_MAX).ok()?;
+                return Some(String::from_utf8_lossy(&bytes).into_owned());
+            }
+        }
+    }
+    None
 }
 
 fn clone_setup(s: &Setup) -> Setup {

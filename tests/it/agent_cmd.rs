@@ -45,7 +45,7 @@ fn every_recorded_class_has_its_exit_code_and_output() {
             "ok",
             0,
             0,
-            r#"{"result":"Wrote hello.txt.\nLOOP_DONE","stop":true,"cost_usd":0.002}"#,
+            r#"{"result":"Wrote hello.txt.\nLOOP_DONE","stop":true,"cost_usd":0.0016}"#,
         ),
         (
             "claude",
@@ -483,7 +483,7 @@ fn the_one_line_workflow_waits_on_a_limit_and_stops_when_done() {
     let log = p.read("run.jsonl");
     assert!(log.contains(r#""event":"wait""#), "{log}");
     assert!(log.contains(r#""reason":"stop""#), "{log}");
-    assert!(log.contains(r#""cost_usd":0.502"#), "{log}");
+    assert!(log.contains(r#""cost_usd":0.5016"#), "{log}");
     let dir = p.path(".loopx/w/runs");
     let runs: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
     assert_eq!(runs.len(), 1);

@@ -1,8 +1,10 @@
-//! The ready-made workflows with the real agent CLIs (issue 25): Claude
-//! Code, Codex and Gemini CLI at the versions of scripts/agent-clis.txt,
-//! each talking to a mock of its API on 127.0.0.1 (util::agent_mocks), with
-//! `loopx agent`'s presets (`AGENT=claude|codex|gemini`).
-//! Each test runs once per preset.
+//! `loopx agent` and the ready-made workflows with the real agent CLIs:
+//! Claude Code, Codex and Gemini CLI at the versions of
+//! scripts/agent-clis.txt, each talking to a mock of its API on 127.0.0.1
+//! (util::agent_mocks), with loopx agent's presets
+//! (`AGENT=claude|codex|gemini`). Each test runs once per preset; they
+//! are few, as each one starts the real CLIs (tests/it/agent_cmd.rs covers
+//! the classes with recorded streams and fake CLIs).
 //!
 //! The workflows are copied from dist/workflows (tests/it/workflows.rs
 //! covers installing them from the release).
@@ -107,11 +109,43 @@ impl Drop for Cleanup {
         if !std::thread::panicking() {
             return;
         }
+        // What the agents printed, for the failure's post-mortem.
+        let mut files = Vec::new();
+        collect_files(&self.0, &mut files);
+        collect_files(&self.0.parent().expect("temp dir").join("home"), &mut files);
+        for f in files {
+            let name = f.display().to_string();
+            if name.ends_with(".events.jsonl") || name.contains("/sessions/") {
+                let mut text = fs::read_to_string(&f).unwrap_or_default();
+                if name.contains("/sessions/") {
+                    // Codex's rollout: its tool calls and their outputs.
+                    text = text
+                        .lines()
+                        .filter(|l| l.contains("function_call") || l.contains("exec_command"))
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                }
+                let cut: String = text.chars().take(6000).collect();
+                eprintln!("--- {name}\n{cut}");
+            }
+        }
         for l in processes_under(&self.0) {
             if let Some(pid) = l.split(':').next().and_then(|p| p.parse::<i32>().ok()) {
                 // SAFETY: killing a process this test started.
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
+        }
+    }
+}
+
+/// Every file under `dir`.
+fn collect_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            collect_files(&path, out);
+        } else {
+            out.push(path);
         }
     }
 }
@@ -125,13 +159,27 @@ fn log_events(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// The progress line the adapter prints for a file write, per CLI.
+/// The progress line loopx agent prints for a file write, per CLI.
 fn write_step(agent: Agent) -> &'static str {
     match agent {
         Agent::Claude => "ralph: Write ",
         Agent::Codex => "ralph: run ",
         Agent::Gemini => "ralph: write_file ",
     }
+}
+
+/// A step's summary.json, parsed.
+fn summary(path: &Path) -> Value {
+    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// The 200-status model requests: the turns the model answered.
+fn answered(mock: &Mock) -> usize {
+    mock.model_requests()
+        .iter()
+        .filter(|r| r.status == 200)
+        .count()
 }
 
 /// The classic loop: write hello.txt, then say the done line.
@@ -159,8 +207,9 @@ fn ralph_prompt(p: &Project, size: usize) {
 
 /// The loop finishes and the file exists; a 200 KiB prompt reaches the API
 /// whole (on the CLI's stdin, never in argv); each step shows on stderr;
-/// the run directory keeps the events, the final message and the stderr.
-fn ralph_writes_the_file_and_finishes(agent: Agent) {
+/// the run directory keeps the events, the final message, the stderr and
+/// the summary.
+fn writes_a_file_and_finishes(agent: Agent) {
     let p = project_with("ralph");
     let _cleanup = Cleanup(p.root().to_path_buf());
     ralph_prompt(&p, 200 * 1024);
@@ -190,12 +239,16 @@ fn ralph_writes_the_file_and_finishes(agent: Agent) {
     let events = fs::read_to_string(run.join("iteration-1.events.jsonl")).expect("events");
     assert!(events.lines().count() >= 3, "{events}");
     assert!(run.join("iteration-1.stderr.log").is_file());
+    let s = summary(&run.join("iteration-1.summary.json"));
+    assert_eq!(s["class"], "done", "{s}");
+    assert_eq!(s["agent"], agent.name(), "{s}");
+    assert!(s["session"].is_string(), "the CLI named its session: {s}");
     assert_nothing_left(p.root());
 }
 
 /// A 429 becomes a wait (`retry_after`): the run log has a `wait` event,
-/// the step runs again and the run finishes. Needs the engine's waits.
-fn a_rate_limit_becomes_a_wait_and_the_run_finishes(agent: Agent) {
+/// the step runs again and the run finishes.
+fn a_429_becomes_a_wait_and_then_finishes(agent: Agent) {
     let p = project_with("ralph");
     let _cleanup = Cleanup(p.root().to_path_buf());
     ralph_prompt(&p, 1000);
@@ -206,7 +259,10 @@ fn a_rate_limit_becomes_a_wait_and_the_run_finishes(agent: Agent) {
         &mock,
         &["run", "--log", "run.jsonl", "--timeout", "3m", "ralph"],
     )
-    .stderr_contains(", waiting ")
+    .stderr_contains(&format!(
+        "ralph: {} ended: rate_limited, waiting ",
+        agent.name()
+    ))
     .stderr_contains("ralph: the agent marked the task done after 1 iteration(s)")
     .run();
     assert_eq!(p.read("hello.txt"), "hello\n");
@@ -216,31 +272,196 @@ fn a_rate_limit_becomes_a_wait_and_the_run_finishes(agent: Agent) {
         "a wait event: {events:?}"
     );
     let run = run_dir(&p, "ralph");
-    assert!(run.join("iteration-1.events.jsonl").is_file());
-    assert!(run.join("iteration-1.wait-1.final.txt").is_file());
+    let first = summary(&run.join("iteration-1.summary.json"));
+    assert_eq!(first["class"], "rate_limited", "{first}");
+    assert!(
+        first["retry_after"]
+            .as_u64()
+            .is_some_and(|w| (1..=300).contains(&w)),
+        "{first}"
+    );
+    assert_eq!(
+        summary(&run.join("iteration-1.wait-1.summary.json"))["class"],
+        "done"
+    );
     assert_nothing_left(p.root());
 }
 
-/// A stream that hangs ends by --timeout (exit 124), and nothing is left.
-fn a_hung_stream_ends_by_the_timeout(agent: Agent) {
+/// An auth error (Claude Code: a 403, which it reports as a "success"
+/// with `is_error`; the others: a 401) is classified `auth`, a permanent
+/// failure: `--retry 2` does not run the step again, and the mock sees
+/// one model request.
+fn an_auth_error_is_permanent_and_not_retried(agent: Agent) {
     let p = project_with("ralph");
     let _cleanup = Cleanup(p.root().to_path_buf());
     ralph_prompt(&p, 1000);
     let mock = Mock::start(agent, hello(p.root()));
-    mock.fail(Fault::Hang);
-    loopx(&p, &mock, &["run", "--timeout", "20s", "ralph"])
-        .status(124)
-        .stderr_contains("loopx: error: ralph:index timed out after 20s")
-        .stderr_lacks("Terminated")
-        .run();
-    assert_eq!(mock.model_requests().len(), 1, "the hang is what timed out");
+    let status = if agent == Agent::Claude { 403 } else { 401 };
+    mock.fail(Fault::Status(status, None));
+    loopx(
+        &p,
+        &mock,
+        &[
+            "run",
+            "--log",
+            "run.jsonl",
+            "--retry",
+            "2",
+            "--retry-delay",
+            "0",
+            "ralph",
+        ],
+    )
+    .status(1)
+    .stderr_contains(&format!("ralph: {} ended: auth (", agent.name()))
+    .stderr_contains("loopx: ralph:index failed (exit 20) (auth): permanent, not retried")
+    .run();
+    assert_eq!(
+        mock.model_requests().len(),
+        1,
+        "{:?}",
+        mock.model_requests()
+    );
     assert!(!p.exists("hello.txt"));
+    let ends: Vec<Value> = log_events(&p.path("run.jsonl"))
+        .into_iter()
+        .filter(|e| e["event"] == "script_end")
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(ends[0]["class"], "auth", "{ends:?}");
     assert_nothing_left(p.root());
 }
 
-/// A refused tool call fails the script with what was refused, and the
-/// retry fails the same way without starting the agent again.
-fn a_denied_write_fails_the_script(agent: Agent) {
+/// The hang detector's timeout in the tests: longer than the CLI takes to
+/// print its first event on a loaded machine (Gemini CLI, a Node program,
+/// takes about 8 s on two busy cores; the others are native).
+fn idle_timeout(agent: Agent) -> &'static str {
+    match agent {
+        Agent::Gemini => "30s",
+        _ => "8s",
+    }
+}
+
+/// The model's reply: write hello.txt, then (once) a stream that starts
+/// and stops mid-way, then the done line.
+fn hello_then_a_stall(root: &Path) -> impl Fn(&Turn) -> Reply + Send + Sync + 'static {
+    let file = root.join("hello.txt").display().to_string();
+    let stalled = AtomicUsize::new(0);
+    move |turn: &Turn| {
+        if turn.tool_results == 0 {
+            Reply::Write(file.clone(), "hello\n".into())
+        } else if stalled.fetch_add(1, Ordering::SeqCst) == 0 {
+            Reply::Fault(Fault::Hang)
+        } else {
+            Reply::Text("Wrote hello.txt.\nLOOP_DONE".into())
+        }
+    }
+}
+
+/// A stream that stops mid-way (after a tool call, the next answer starts
+/// and goes silent): the hang detector ends the agent's group within
+/// seconds of the idle timeout (class `hung`, exit 31) and no process is
+/// left.
+fn a_stalled_stream_is_ended_by_the_hang_detector(agent: Agent) {
+    let p = Project::new();
+    let _cleanup = Cleanup(p.root().to_path_buf());
+    p.file("prompt.md", "Write hello.txt saying hello.\n");
+    let mock = Mock::start(agent, hello_then_a_stall(p.root()));
+    let started = std::time::Instant::now();
+    let idle = idle_timeout(agent);
+    let out = loopx(
+        &p,
+        &mock,
+        &[
+            "agent",
+            "--idle-timeout",
+            idle,
+            "--dir",
+            "runs",
+            "--step",
+            "s",
+            "--prompt",
+            "prompt.md",
+        ],
+    )
+    .status(31)
+    .stderr_contains(&format!(
+        "agent: no event from the agent for {idle}: ending it"
+    ))
+    .stderr_contains(&format!("agent: {} ended: hung", agent.name()))
+    .run();
+    let took = started.elapsed();
+    // The CLI's start and its first turn, the idle timeout, a 3 s grace.
+    assert!(took < Duration::from_secs(90), "took {took:?}: {out}");
+    assert!(
+        p.exists("hello.txt"),
+        "it stalled mid-way, not before: {:?}\n{}",
+        mock.requests()
+            .iter()
+            .map(|r| (
+                &r.path,
+                r.status,
+                r.body.to_string().chars().take(3000).collect::<String>()
+            ))
+            .collect::<Vec<_>>(),
+        fs::read_to_string(p.path("runs/s.events.jsonl")).unwrap_or_default()
+    );
+    assert_eq!(answered(&mock), 2, "{:?}", mock.model_requests());
+    let s = summary(&p.path("runs/s.summary.json"));
+    assert_eq!(s["class"], "hung", "{s}");
+    assert_nothing_left(p.root());
+}
+
+/// A step retried after a hang carries on the agent's session: the mock
+/// sees the first attempt's conversation (its tool call and result) in
+/// the retry's first request, and the run finishes.
+fn a_retried_step_carries_on_its_session(agent: Agent) {
+    let p = project_with("ralph");
+    let _cleanup = Cleanup(p.root().to_path_buf());
+    ralph_prompt(&p, 1000);
+    let mock = Mock::start(agent, hello_then_a_stall(p.root()));
+    loopx(
+        &p,
+        &mock,
+        &["run", "--retry", "1", "--retry-delay", "0", "ralph"],
+    )
+    .env("AGENT_IDLE_TIMEOUT", idle_timeout(agent))
+    .stderr_contains(&format!("ralph: {} ended: hung", agent.name()))
+    .stderr_contains(&format!("ralph: carrying on {}'s session", agent.name()))
+    .stderr_contains("ralph: the agent marked the task done after 1 iteration(s)")
+    .run();
+    let run = run_dir(&p, "ralph");
+    let first = summary(&run.join("iteration-1.summary.json"));
+    let retry = summary(&run.join("iteration-1.attempt-2.summary.json"));
+    assert_eq!(first["class"], "hung", "{first}");
+    assert_eq!(retry["class"], "done", "{retry}");
+    assert_eq!(retry["resumed"], true, "{retry}");
+    let session = first["session"]
+        .as_str()
+        .expect("the first attempt's session");
+    assert_eq!(retry["session"], session, "the same session: {retry}");
+    // The retry's first request holds the first attempt's tool result: the
+    // conversation went on where it stopped.
+    let requests = mock.model_requests();
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    let resumed = &requests[2].body;
+    let results = match agent {
+        Agent::Claude => resumed.to_string().matches("\"tool_result\"").count(),
+        Agent::Codex => resumed.to_string().matches("function_call_output").count(),
+        Agent::Gemini => resumed.to_string().matches("functionResponse").count(),
+    };
+    assert!(results >= 1, "the retry started over: {resumed}");
+    if agent == Agent::Claude {
+        // Claude Code names its session in each request's metadata.
+        assert!(resumed.to_string().contains(session), "{resumed}");
+    }
+    assert_nothing_left(p.root());
+}
+
+/// A refused tool call is a permanent failure (`permission_denied`): the
+/// run stops with what was refused and `--retry` does not start the agent
+/// again.
+fn a_denied_write_is_permanent(agent: Agent) {
     let p = project_with("ralph");
     let _cleanup = Cleanup(p.root().to_path_buf());
     ralph_prompt(&p, 1000);
@@ -277,7 +498,10 @@ fn a_denied_write_fails_the_script(agent: Agent) {
         &["run", "--retry", "1", "--retry-delay", "0", "ralph"],
     )
     .status(1)
-    .stderr_contains(" ended: permission_denied (")
+    .stderr_contains(&format!(
+        "ralph: {} ended: permission_denied (it was denied ",
+        agent.name()
+    ))
     .stderr_contains(
         "ralph: the agent was denied a permission it needs: allow the command with AGENT_ALLOW",
     )
@@ -287,12 +511,7 @@ fn a_denied_write_fails_the_script(agent: Agent) {
     let _ = fs::remove_file(&outside);
     assert!(!wrote_outside, "{outside} was written");
     assert!(!p.exists("denied.txt"));
-    let first_turns = mock
-        .model_requests()
-        .iter()
-        .filter(|r| r.status == 200)
-        .count();
-    assert!(first_turns <= 2, "the retry did not start the agent");
+    assert!(answered(&mock) <= 2, "the retry did not start the agent");
     assert_nothing_left(p.root());
 }
 
@@ -387,6 +606,7 @@ fn build_audit_fix_converges(agent: Agent) {
         "fix-1.final.txt",
         "round-1/audit.md",
         "round-2/audit.events.jsonl",
+        "round-2/audit.summary.json",
     ] {
         assert!(run.join(f).is_file(), "{f}");
     }
@@ -402,10 +622,113 @@ macro_rules! per_preset {
 }
 
 per_preset!(
-    ralph_writes_the_file_and_finishes,
-    a_rate_limit_becomes_a_wait_and_the_run_finishes,
-    a_hung_stream_ends_by_the_timeout,
-    a_denied_write_fails_the_script,
+    writes_a_file_and_finishes,
+    a_429_becomes_a_wait_and_then_finishes,
+    an_auth_error_is_permanent_and_not_retried,
+    a_stalled_stream_is_ended_by_the_hang_detector,
+    a_retried_step_carries_on_its_session,
+    a_denied_write_is_permanent,
     ctrl_c_while_a_tool_runs_leaves_nothing,
     build_audit_fix_converges,
 );
+
+/// Records tests/data/agent/recorded again with the pinned CLIs, each case
+/// through `loopx agent`'s preset against the mock: run it after raising
+/// scripts/agent-clis.txt, then the unit tests of src/agent/ and
+/// tests/it/agent_cmd.rs check the readers against the new streams:
+/// `cargo test --test it -- --ignored agents::record_streams`. Each case's
+/// exit code is the class loopx agent gave it.
+#[test]
+#[ignore = "writes tests/data/agent/recorded: run after raising scripts/agent-clis.txt"]
+fn record_streams() {
+    let cases: [(&str, i32); 10] = [
+        ("ok", 0),
+        ("shell", 0),
+        ("429", 11),
+        ("401", 20),
+        ("403", 20),
+        ("400", 24),
+        ("500", 12),
+        ("529", 12),
+        ("ok-json", 0),
+        ("429-json", 11),
+    ];
+    for agent in [Agent::Claude, Agent::Codex, Agent::Gemini] {
+        let dest = Path::new(ROOT)
+            .join("tests/data/agent/recorded")
+            .join(agent.name());
+        for (case, exit) in cases {
+            let p = Project::new();
+            let _cleanup = Cleanup(p.root().to_path_buf());
+            p.file(
+                "prompt.md",
+                "Write hello.txt saying hello, then print LOOP_DONE.\n",
+            );
+            let shell = case == "shell";
+            let file = p.path("hello.txt").display().to_string();
+            let mock = Mock::start(agent, move |turn: &Turn| match turn.tool_results {
+                0 if shell => Reply::Shell("touch denied.txt".into()),
+                0 => Reply::Write(file.clone(), "hello\n".into()),
+                _ => Reply::Text("Wrote hello.txt.\nLOOP_DONE".into()),
+            });
+            if let Ok(status) = case.trim_end_matches("-json").parse::<u16>() {
+                mock.fail(Fault::Status(status, (status == 429).then_some(7)));
+                if status == 400 {
+                    // Claude Code 2.1.332 sends a request refused with a
+                    // 400 again, whatever CLAUDE_CODE_MAX_RETRIES says.
+                    for _ in 0..5 {
+                        mock.fail(Fault::Status(status, None));
+                    }
+                }
+            }
+            let json_cmd = match agent {
+                Agent::Claude => Some(
+                    "claude -p --output-format json --permission-mode acceptEdits \
+                     --allowedTools 'Bash(git:*)'",
+                ),
+                Agent::Gemini => Some(
+                    "gemini --output-format json --skip-trust --approval-mode auto_edit \
+                     --allowed-tools 'run_shell_command(git)'",
+                ),
+                // Codex has no JSON document: its -json cases are its stream.
+                Agent::Codex => None,
+            };
+            let mut args = vec![
+                "agent",
+                "--dir",
+                "runs",
+                "--step",
+                "s",
+                "--prompt",
+                "prompt.md",
+            ];
+            if shell {
+                args.extend(["--allow", "touch"]);
+            }
+            if let (true, Some(cmd)) = (case.ends_with("-json"), json_cmd) {
+                args.extend(["--cmd", cmd]);
+            }
+            loopx(&p, &mock, &args)
+                .status(exit)
+                .stdout_any("the final message, recorded with the events")
+                .stderr_any("progress and the CLI's notes, recorded below")
+                .run();
+            let s = summary(&p.path("runs/s.summary.json"));
+            let rc = s["exit"]
+                .as_i64()
+                .map_or_else(|| "signal".to_string(), |c| c.to_string());
+            fs::create_dir_all(&dest).expect("mkdir");
+            fs::copy(
+                p.path("runs/s.events.jsonl"),
+                dest.join(format!("{case}.jsonl")),
+            )
+            .expect("events");
+            fs::copy(
+                p.path("runs/s.stderr.log"),
+                dest.join(format!("{case}.stderr")),
+            )
+            .expect("stderr");
+            fs::write(dest.join(format!("{case}.rc")), format!("{rc}\n")).expect("rc");
+        }
+    }
+}

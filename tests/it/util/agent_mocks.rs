@@ -7,10 +7,10 @@
 //!
 //! A test scripts the model: a closure gets each conversation turn (the
 //! user's text so far and how many tool results it holds) and answers with
-//! a tool call (a file write or a shell command) or a final text. Faults
-//! queued with `fail` answer the next model requests first: an error status
-//! with or without `retry-after`, or a stream that starts and then hangs.
-//! Every request is recorded.
+//! a tool call (a file write or a shell command), a final text, or a fault.
+//! Faults queued with `fail` answer the next model requests first: an error
+//! status with or without `retry-after`, or a stream that starts and then
+//! hangs. Every request is recorded.
 //!
 //! `Agent::env` gives a `Run` what its CLI needs to talk to the mock: the
 //! CLI first on PATH, its base URL and key, its config files in the run's
@@ -47,6 +47,8 @@ pub enum Reply {
     Shell(String),
     /// The final answer of the turn.
     Text(String),
+    /// A fault instead of an answer (the script decides which turn fails).
+    Fault(Fault),
 }
 
 /// What a request is answered with before the script is consulted.
@@ -348,10 +350,18 @@ fn serve(conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
             ),
         };
     }
-    let fault = {
+    let queued = {
         let mut st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
         st.faults.pop_front()
     };
+    let mut reply = None;
+    let fault = queued.or_else(|| match (shared.script)(&turn_of(agent, &body)) {
+        Reply::Fault(f) => Some(f),
+        r => {
+            reply = Some(r);
+            None
+        }
+    });
     match fault {
         Some(Fault::Status(code, retry_after)) => {
             record(shared, &path, &body, code);
@@ -375,8 +385,7 @@ fn serve(conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
         }
         None => {
             record(shared, &path, &body, 200);
-            let turn = turn_of(agent, &body);
-            let reply = (shared.script)(&turn);
+            let reply = reply.unwrap_or_else(|| Reply::Text(String::new()));
             answer(&mut conn, agent, &reply, &body)
         }
     }
@@ -442,8 +451,16 @@ fn error_body(
         headers.push(("retry-after", s.to_string()));
     }
     let body = match agent {
+        // The error types Anthropic's API answers each status with.
         Agent::Claude => json!({"type": "error", "error": {
-            "type": if code == 429 { "rate_limit_error" } else { "api_error" },
+            "type": match code {
+                400 | 404 | 413 | 422 => "invalid_request_error",
+                401 => "authentication_error",
+                403 => "permission_error",
+                429 => "rate_limit_error",
+                529 => "overloaded_error",
+                _ => "api_error",
+            },
             "message": format!("mock error {code}")}}),
         Agent::Codex => json!({"error": {
             "type": if code == 429 { "rate_limit_exceeded" } else { "server_error" },
@@ -550,6 +567,7 @@ fn answer(conn: &mut TcpStream, agent: Agent, reply: &Reply, body: &Value) -> st
                         json!({"command": cmd, "description": "a command"}).to_string()}),
                     "tool_use",
                 ),
+                Reply::Fault(_) => unreachable!("faults are answered before"),
             };
             out.push_str(&sse(
                 "content_block_start",
@@ -607,6 +625,7 @@ fn answer(conn: &mut TcpStream, agent: Agent, reply: &Reply, body: &Value) -> st
                     "call_id": "call_mock", "name": "exec_command",
                     "arguments": json!({"cmd": cmd}).to_string(),
                     "status": "completed"}),
+                Reply::Fault(_) => unreachable!("faults are answered before"),
             };
             out.push_str(&sse(
                 "response.output_item.done",
@@ -630,6 +649,7 @@ fn answer(conn: &mut TcpStream, agent: Agent, reply: &Reply, body: &Value) -> st
                     "args": {"file_path": path, "content": content}}}),
                 Reply::Shell(cmd) => json!({"functionCall": {"name": "run_shell_command",
                     "args": {"command": cmd}}}),
+                Reply::Fault(_) => unreachable!("faults are answered before"),
             };
             out.push_str(&sse(
                 "",
