@@ -898,9 +898,10 @@ fn run_loop(
     // process of the run inherits a copy of the checkpoint's lock (the
     // watcher's mark), which a script cannot shed the way it can shed
     // LOOPX_RUN_ID: resume refuses while any of them lives (resume.rs).
-    let mut spared = descendants::children_now();
-    let watcher = watcher::Watcher::start(ended.keeper.as_ref().map(Keeper::lock_fd));
-    spared.extend(watcher.as_ref().map(watcher::Watcher::pid));
+    // The watcher itself starts once the first script is spawned
+    // (supervisor.rs), off that script's way.
+    let spared = descendants::children_now();
+    let watcher = watcher::Watcher::prepare(ended.keeper.as_ref().map(Keeper::lock_fd));
     let active_before = Duration::from_millis(resumed.as_ref().map_or(0, |r| r.active_ms));
     let mut lp = Loop {
         opts,
@@ -933,6 +934,7 @@ fn run_loop(
         report,
     };
     lp.sup.spare(spared);
+    lp.sup.watch(watcher);
     let result = lp.iterate(
         &d,
         start,

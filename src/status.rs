@@ -228,15 +228,24 @@ impl StatusFile {
         let dir = dir()?;
         let pid = std::process::id();
         let now = clock::unix_ms(SystemTime::now());
-        let fixed = Object::default()
-            .num("v", 1)
-            .num("pid", u64::from(pid))
-            .opt_str("start_time", start_time("self").as_deref())
-            .str("run_id", run_id)
-            .str("root", &root.to_string_lossy())
-            .str("target", target)
-            .str("run_started", &clock::format_ms(now))
-            .num("run_started_ms", now);
+        let (root, target, run_id) = (
+            root.to_string_lossy().into_owned(),
+            target.to_string(),
+            run_id.to_string(),
+        );
+        // Built by the writer, off the way to the first script: it reads
+        // /proc/self/stat.
+        let fixed = move || {
+            Object::default()
+                .num("v", 1)
+                .num("pid", u64::from(pid))
+                .opt_str("start_time", start_time("self").as_deref())
+                .str("run_id", &run_id)
+                .str("root", &root)
+                .str("target", &target)
+                .str("run_started", &clock::format_ms(now))
+                .num("run_started_ms", now)
+        };
         let path = dir.join(format!("{pid}.json"));
         let tmp = dir.join(format!("{pid}.json.tmp"));
         let shared: Shared = Arc::default();
@@ -245,7 +254,7 @@ impl StatusFile {
             std::thread::Builder::new()
                 .name("status".into())
                 .stack_size(64 * 1024)
-                .spawn(move || write_states(shared, fixed, tmp, path))
+                .spawn(move || write_states(shared, fixed(), tmp, path))
                 .ok()?
         };
         Some(StatusFile {

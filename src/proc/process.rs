@@ -163,9 +163,10 @@ pub fn spawn(launch: &Launch) -> io::Result<Child> {
         let attr = &mut s.attr;
         // The Rust runtime ignores SIGPIPE; scripts get the default back (a
         // `yes | head` in a script must end). An ignored SIGHUP (nohup)
-        // stays ignored, as exec keeps it.
-        let mut default: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut default);
+        // stays ignored, as exec keeps it. The signals loopx catches are
+        // named too: `posix_spawn` then resets each with one `sigaction`
+        // in the child, not a query and a set (signals.rs).
+        let mut default = crate::proc::signals::caught();
         libc::sigaddset(&mut default, libc::SIGPIPE);
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);

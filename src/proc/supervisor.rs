@@ -30,6 +30,7 @@ use crate::proc::descendants;
 use crate::proc::process::{self, Child, Launch, ReadOutcome, Status, Waited};
 use crate::proc::signals::{Events, Signals};
 use crate::proc::terminal::{self, Terminal};
+use crate::proc::watcher;
 
 /// §7.3: how long a signalled process group gets before SIGKILL.
 pub const GRACE: Duration = Duration::from_secs(5);
@@ -99,6 +100,10 @@ pub struct Supervisor {
     terminal: Option<Terminal>,
     /// loopx's children that are not the run's to end (descendants.rs).
     spared: Vec<libc::pid_t>,
+    /// The watcher, to start once the first script is spawned, then
+    /// started (watcher.rs); told the run is over when this is dropped.
+    pending_watcher: Option<watcher::Pending>,
+    watcher: Option<watcher::Watcher>,
 }
 
 fn pollfd(fd: RawFd, events: i16) -> libc::pollfd {
@@ -165,7 +170,14 @@ impl Supervisor {
             }),
             terminal,
             spared: Vec::new(),
+            pending_watcher: None,
+            watcher: None,
         }
+    }
+
+    /// The watcher to start right after the first script is spawned.
+    pub fn watch(&mut self, pending: Option<watcher::Pending>) {
+        self.pending_watcher = pending;
     }
 
     /// Leaves these children of loopx, and what they start, alone when
@@ -330,6 +342,11 @@ impl Supervisor {
                 return Err(spawn_error(err));
             }
         };
+        if let Some(pending) = self.pending_watcher.take() {
+            // After the spawn: the script need not wait for it.
+            self.watcher = pending.start();
+            self.spared.extend(self.watcher.as_ref().map(watcher::Watcher::pid));
+        }
         let Child {
             pid,
             pgid,

@@ -52,27 +52,48 @@ pub struct Watcher {
     mark: Option<OwnedFd>,
 }
 
+/// A watcher ready to start: its pipe and the mark exist (so the first
+/// script inherits the mark), the process does not yet. The supervisor
+/// starts it right after it has spawned the first script
+/// (supervisor.rs), so the watcher's spawn (a vfork and an exec of loopx,
+/// ~0.5 ms) does not delay the script; it is up long before anything
+/// could need it, but loopx killed in those microseconds leaves the first
+/// script unwatched.
+pub struct Pending {
+    read: OwnedFd,
+    alive: OwnedFd,
+    mark: OwnedFd,
+}
+
 impl Watcher {
-    /// Starts the watcher of this run; `lock` is the checkpoint's locked
+    /// Prepares the watcher of this run; `lock` is the checkpoint's locked
     /// descriptor, if the run keeps one: its copy is the mark. None when
-    /// it cannot start (no /proc, spawn failed): the run goes on unwatched,
-    /// as before watchers existed.
-    pub fn start(lock: Option<RawFd>) -> Option<Watcher> {
+    /// it cannot (no /proc, no descriptors): the run goes on unwatched, as
+    /// before watchers existed.
+    pub fn prepare(lock: Option<RawFd>) -> Option<Pending> {
         if !cfg!(target_os = "linux") {
             return None;
         }
         let (read, alive) = pipe().ok()?;
         let mark = dup_inheritable(lock.unwrap_or(read.as_raw_fd())).ok()?;
-        let pid = spawn(read.as_raw_fd(), mark.as_raw_fd()).ok()?;
-        Some(Watcher {
-            pid,
-            alive: Some(alive),
-            mark: Some(mark),
-        })
+        Some(Pending { read, alive, mark })
     }
 
     pub fn pid(&self) -> libc::pid_t {
         self.pid
+    }
+}
+
+impl Pending {
+    /// Starts the watcher; None when the spawn fails (the run goes on
+    /// unwatched).
+    pub fn start(self) -> Option<Watcher> {
+        let pid = spawn(self.read.as_raw_fd(), self.mark.as_raw_fd()).ok()?;
+        Some(Watcher {
+            pid,
+            alive: Some(self.alive),
+            mark: Some(self.mark),
+        })
     }
 }
 
@@ -205,7 +226,12 @@ fn spawn(pipe: RawFd, mark: RawFd) -> io::Result<libc::pid_t> {
         libc::sigemptyset(&mut empty);
         libc::posix_spawnattr_setsigmask(&mut attr, &empty);
         libc::posix_spawnattr_setpgroup(&mut attr, 0);
-        let flags = libc::POSIX_SPAWN_SETPGROUP | libc::POSIX_SPAWN_SETSIGMASK;
+        // One `sigaction` each in the child for loopx's handlers (signals.rs).
+        let default = crate::proc::signals::caught();
+        libc::posix_spawnattr_setsigdefault(&mut attr, &default);
+        let flags = libc::POSIX_SPAWN_SETPGROUP
+            | libc::POSIX_SPAWN_SETSIGMASK
+            | libc::POSIX_SPAWN_SETSIGDEF;
         libc::posix_spawnattr_setflags(&mut attr, flags as _);
         let r = libc::posix_spawn(
             &mut child,
