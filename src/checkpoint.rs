@@ -565,29 +565,23 @@ pub struct Entry {
 /// 10,000 kept runs opens only those it shows. An error names the directory
 /// (or its parent) when it is not the user's own.
 pub fn scan(dir: &Path) -> Result<Vec<Entry>, (PathBuf, DirProblem)> {
-    use std::os::unix::fs::MetadataExt;
     if !check_dir(dir)? {
         return Ok(Vec::new());
     }
-    let Ok(entries) = fs::read_dir(dir) else {
+    let wanted = |name: &str| name.strip_suffix(".ckpt").is_some_and(valid_id);
+    let Ok(entries) = sys::stat_entries(dir, wanted) else {
         return Ok(Vec::new());
     };
     let uid = sys::uid();
     let mut found: Vec<Entry> = entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let id = name.strip_suffix(".ckpt").filter(|id| valid_id(id))?;
-            // DirEntry::metadata is an lstat: a link is seen as one.
-            let meta = e.metadata().ok()?;
-            if state_file::file_problem(&meta, uid, RECORD_LIMIT).is_some() {
-                return None;
+        .into_iter()
+        .filter(|(_, st)| st.regular && st.uid == uid && st.size <= RECORD_LIMIT)
+        .map(|(mut name, st)| {
+            name.truncate(name.len() - ".ckpt".len());
+            Entry {
+                id: name,
+                modified_ms: st.mtime_ms,
             }
-            let modified_ms = meta.mtime() * 1000 + meta.mtime_nsec() / 1_000_000;
-            Some(Entry {
-                id: id.to_string(),
-                modified_ms,
-            })
         })
         .collect();
     found.sort_by(|a, b| b.modified_ms.cmp(&a.modified_ms).then(a.id.cmp(&b.id)));

@@ -345,7 +345,8 @@ impl Supervisor {
         if let Some(pending) = self.pending_watcher.take() {
             // After the spawn: the script need not wait for it.
             self.watcher = pending.start();
-            self.spared.extend(self.watcher.as_ref().map(watcher::Watcher::pid));
+            self.spared
+                .extend(self.watcher.as_ref().map(watcher::Watcher::pid));
         }
         let Child {
             pid,

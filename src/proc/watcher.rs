@@ -222,9 +222,12 @@ fn spawn(pipe: RawFd, mark: RawFd) -> io::Result<libc::pid_t> {
             );
         }
         libc::posix_spawn_file_actions_addchdir_np(&mut actions, root.as_ptr());
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        libc::posix_spawnattr_setsigmask(&mut attr, &empty);
+        // Deaf to signals from its first instruction: born with all of
+        // them blocked (those ending loopx, the terminal's stops, SIGPIPE),
+        // and never unblocking them, it needs no `sigaction` of its own.
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::posix_spawnattr_setsigmask(&mut attr, &all);
         libc::posix_spawnattr_setpgroup(&mut attr, 0);
         // One `sigaction` each in the child for loopx's handlers (signals.rs).
         let default = crate::proc::signals::caught();
@@ -284,25 +287,14 @@ pub fn run_if_watcher() {
 }
 
 /// The watcher's own setup: a name of its own (so `pkill -x loopx` does not
-/// take it along), deaf to the signals that end loopx, holding no
-/// descriptor but the mark and /dev/null.
+/// take it along), holding no descriptor but the mark and /dev/null. It is
+/// deaf to the signals that end loopx already: it was spawned with every
+/// signal blocked (`spawn`).
 fn settle(pipe: RawFd) {
-    // SAFETY: prctl with a NUL-terminated name; sigaction with a zeroed,
-    // valid struct setting SIG_IGN; closing descriptors this fresh process
-    // inherited and does not use.
+    // SAFETY: prctl with a NUL-terminated name; closing descriptors this
+    // fresh process inherited and does not use.
     unsafe {
         libc::prctl(libc::PR_SET_NAME, c"loopx-watcher".as_ptr(), 0, 0, 0);
-        let mut ignore: libc::sigaction = std::mem::zeroed();
-        ignore.sa_sigaction = libc::SIG_IGN;
-        libc::sigemptyset(&mut ignore.sa_mask);
-        for sig in crate::proc::signals::ENDING.iter().chain(&[
-            libc::SIGTSTP,
-            libc::SIGTTIN,
-            libc::SIGTTOU,
-            libc::SIGPIPE,
-        ]) {
-            libc::sigaction(*sig, &ignore, std::ptr::null_mut());
-        }
         for fd in open_fds() {
             if fd > 2 && fd != pipe {
                 libc::close(fd);
