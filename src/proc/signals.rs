@@ -294,6 +294,19 @@ fn set_flags(fd: RawFd) -> io::Result<()> {
     Ok(())
 }
 
+impl Drop for Signals {
+    /// The pipe closes: the handlers (still installed) must not write to a
+    /// descriptor number that something else may open next.
+    fn drop(&mut self) {
+        let _ = WRITE_FD.compare_exchange(
+            self.write.as_raw_fd(),
+            -1,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+}
+
 impl Signals {
     /// Installs handlers for the `ENDING` signals and SIGCHLD. Call once,
     /// before the first script starts.

@@ -95,15 +95,17 @@ struct Channel {
 }
 
 pub struct Supervisor {
+    /// The watcher, to start once the first script is spawned, then
+    /// started (watcher.rs); told the run is over when this is dropped,
+    /// first (fields drop in order): its exit's SIGCHLD still finds the
+    /// handlers' pipe open.
+    pending_watcher: Option<watcher::Pending>,
+    watcher: Option<watcher::Watcher>,
     signals: Signals,
     channel: Option<Channel>,
     terminal: Option<Terminal>,
     /// loopx's children that are not the run's to end (descendants.rs).
     spared: Vec<libc::pid_t>,
-    /// The watcher, to start once the first script is spawned, then
-    /// started (watcher.rs); told the run is over when this is dropped.
-    pending_watcher: Option<watcher::Pending>,
-    watcher: Option<watcher::Watcher>,
 }
 
 fn pollfd(fd: RawFd, events: i16) -> libc::pollfd {
@@ -163,6 +165,8 @@ impl Supervisor {
     /// share with scripts (CLI in a terminal's foreground only).
     pub fn new(signals: Signals, channel: Option<RawFd>, terminal: Option<Terminal>) -> Supervisor {
         Supervisor {
+            pending_watcher: None,
+            watcher: None,
             signals,
             channel: channel.map(|fd| Channel {
                 fd,
@@ -170,8 +174,6 @@ impl Supervisor {
             }),
             terminal,
             spared: Vec::new(),
-            pending_watcher: None,
-            watcher: None,
         }
     }
 
