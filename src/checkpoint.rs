@@ -648,9 +648,10 @@ pub fn prune(dir: &Path, now_ms: i64) -> Result<(), (PathBuf, DirProblem)> {
     Ok(())
 }
 
-/// The stamp file of the last prune, in the checkpoint directory (not a
-/// name `scan` lists).
-const PRUNE_STAMP: &str = ".pruned";
+/// The stamp file of the last prune, beside the checkpoint directory (in
+/// `loopx/`, which `check_dir` checks too): the directory itself holds
+/// checkpoints only.
+const PRUNE_STAMP: &str = ".runs-pruned";
 
 /// How often a run start or `loopx status` prunes.
 pub const PRUNE_EVERY_MS: i64 = 24 * 3600 * 1000;
@@ -661,7 +662,11 @@ pub const PRUNE_EVERY_MS: i64 = 24 * 3600 * 1000;
 /// pruned. The directory must have been checked (`check_dir`).
 pub fn prune_if_due(dir: &Path, now_ms: i64) -> Result<bool, (PathBuf, DirProblem)> {
     use std::os::unix::fs::MetadataExt;
-    let stamp = dir.join(PRUNE_STAMP);
+    let Some(parent) = dir.parent() else {
+        prune(dir, now_ms)?;
+        return Ok(true);
+    };
+    let stamp = parent.join(PRUNE_STAMP);
     let last = fs::symlink_metadata(&stamp)
         .ok()
         .filter(|m| m.file_type().is_file())
