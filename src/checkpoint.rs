@@ -594,18 +594,15 @@ pub fn scan(dir: &Path) -> Result<Vec<Entry>, (PathBuf, DirProblem)> {
 /// checked again on the open descriptor (it may have been replaced since
 /// the scan); None when it is no longer one loopx would read.
 pub fn examine(dir: &Path, entry: &Entry) -> Option<Found> {
-    use std::os::unix::fs::MetadataExt;
     let file = state_file::open(&Checkpoint::path(dir, &entry.id), RECORD_LIMIT).ok()?;
     let live = sys::try_lock(&file).is_err();
-    let modified_ms = file.metadata().map_or(entry.modified_ms, |m| {
-        m.mtime() * 1000 + m.mtime_nsec() / 1_000_000
-    });
     let record = read_record(&file, &entry.id);
     Some(Found {
         id: entry.id.clone(),
         record,
         live,
-        modified_ms,
+        // The scan's: a write since then changes no order that matters.
+        modified_ms: entry.modified_ms,
     })
 }
 
@@ -613,9 +610,7 @@ pub fn examine(dir: &Path, entry: &Entry) -> Option<Found> {
 /// (`scan`, then `examine` of each).
 pub fn list(dir: &Path) -> Result<Vec<Found>, (PathBuf, DirProblem)> {
     let entries = scan(dir)?;
-    let mut found: Vec<Found> = entries.iter().filter_map(|e| examine(dir, e)).collect();
-    found.sort_by(|a, b| b.modified_ms.cmp(&a.modified_ms).then(a.id.cmp(&b.id)));
-    Ok(found)
+    Ok(entries.iter().filter_map(|e| examine(dir, e)).collect())
 }
 
 /// Whether a checkpoint is old enough to prune: its run is not live, and
