@@ -345,8 +345,20 @@ impl Checkpoint {
     }
 
     /// A new checkpoint for run `id` in `dir`.
+    #[cfg(test)]
     pub fn create(dir: &Path, id: &str) -> io::Result<Checkpoint> {
-        ensure_private(dir)?;
+        ready_dir(dir).map_err(|(d, problem)| {
+            io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("{}: {problem}", d.display()),
+            )
+        })?;
+        Checkpoint::create_in(dir, id)
+    }
+
+    /// A new checkpoint for run `id` in `dir`, which [`ready_dir`] made
+    /// ready.
+    pub fn create_in(dir: &Path, id: &str) -> io::Result<Checkpoint> {
         let file = open_rw(&Checkpoint::path(dir, id), true, RECORD_LIMIT)?;
         sys::try_lock(&file)?;
         Ok(Checkpoint {
@@ -554,43 +566,67 @@ pub struct Found {
     pub modified_ms: i64,
 }
 
-/// Every checkpoint in `dir`, most recently written first: the files named
-/// `<run id>.ckpt` that are regular files of the user's within the bound;
-/// anything else there is passed over, unread. An error names the
-/// directory (or its parent) when it is not the user's own.
-pub fn list(dir: &Path) -> Result<Vec<Found>, (PathBuf, DirProblem)> {
+/// A checkpoint file as the directory and one `lstat` show it, unopened.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub id: String,
+    pub modified_ms: i64,
+}
+
+/// Every checkpoint file in `dir`, most recently written first, from one
+/// `lstat` each, nothing opened: the names `<run id>.ckpt` that are regular
+/// files of the user's within the bound (a link, a fifo or another user's
+/// file is passed over, unread). The work grows with the number of files,
+/// but at the cost of a `stat`, not of reading them: `loopx status` over
+/// 10,000 kept runs opens only those it shows. An error names the directory
+/// (or its parent) when it is not the user's own.
+pub fn scan(dir: &Path) -> Result<Vec<Entry>, (PathBuf, DirProblem)> {
     if !check_dir(dir)? {
         return Ok(Vec::new());
     }
-    let Ok(entries) = fs::read_dir(dir) else {
+    let wanted = |name: &str| name.strip_suffix(".ckpt").is_some_and(valid_id);
+    let Ok(entries) = sys::stat_entries(dir, wanted) else {
         return Ok(Vec::new());
     };
-    let mut found: Vec<Found> = entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let id = name.strip_suffix(".ckpt").filter(|id| valid_id(id))?;
-            // Read-only: listing never changes a checkpoint; the lock test
-            // works on any descriptor, and is released when it closes.
-            let file = state_file::open(&e.path(), RECORD_LIMIT).ok()?;
-            let live = sys::try_lock(&file).is_err();
-            let modified_ms = file
-                .metadata()
-                .ok()?
-                .modified()
-                .map(crate::clock::unix_ms)
-                .ok()? as i64;
-            let record = read_record(&file, id);
-            Some(Found {
-                id: id.to_string(),
-                record,
-                live,
-                modified_ms,
-            })
+    let uid = sys::uid();
+    let mut found: Vec<Entry> = entries
+        .into_iter()
+        .filter(|(_, st)| st.regular && st.uid == uid && st.size <= RECORD_LIMIT)
+        .map(|(mut name, st)| {
+            name.truncate(name.len() - ".ckpt".len());
+            Entry {
+                id: name,
+                modified_ms: st.mtime_ms,
+            }
         })
         .collect();
     found.sort_by(|a, b| b.modified_ms.cmp(&a.modified_ms).then(a.id.cmp(&b.id)));
     Ok(found)
+}
+
+/// Opens and reads one checkpoint `scan` found: whether its run is live
+/// (the lock test works on any descriptor, and is released when it
+/// closes; listing never changes a checkpoint) and its record. The file is
+/// checked again on the open descriptor (it may have been replaced since
+/// the scan); None when it is no longer one loopx would read.
+pub fn examine(dir: &Path, entry: &Entry) -> Option<Found> {
+    let file = state_file::open(&Checkpoint::path(dir, &entry.id), RECORD_LIMIT).ok()?;
+    let live = sys::try_lock(&file).is_err();
+    let record = read_record(&file, &entry.id);
+    Some(Found {
+        id: entry.id.clone(),
+        record,
+        live,
+        // The scan's: a write since then changes no order that matters.
+        modified_ms: entry.modified_ms,
+    })
+}
+
+/// Every checkpoint in `dir`, opened and read, most recently written first
+/// (`scan`, then `examine` of each).
+pub fn list(dir: &Path) -> Result<Vec<Found>, (PathBuf, DirProblem)> {
+    let entries = scan(dir)?;
+    Ok(entries.iter().filter_map(|e| examine(dir, e)).collect())
 }
 
 /// Whether a checkpoint is old enough to prune: its run is not live, and
@@ -603,17 +639,76 @@ fn stale(f: &Found, now_ms: i64) -> bool {
     !f.live && now_ms.saturating_sub(last) > MAX_AGE_MS
 }
 
-/// Removes checkpoints (and their inputs) that are [`stale`]; returns the
-/// others, as `list` would.
-pub fn prune(dir: &Path, now_ms: i64) -> Result<Vec<Found>, (PathBuf, DirProblem)> {
-    let (old, kept): (Vec<Found>, Vec<Found>) =
-        list(dir)?.into_iter().partition(|f| stale(f, now_ms));
-    for f in old {
-        for suffix in [".ckpt", ".input.0", ".input.1"] {
-            let _ = fs::remove_file(dir.join(format!("{}{suffix}", f.id)));
+/// Removes checkpoints (and their inputs) that are [`stale`]. Only those
+/// last written more than `MAX_AGE_MS` ago can be, so only those are
+/// opened: the rest cost one `lstat` each (`scan`).
+pub fn prune(dir: &Path, now_ms: i64) -> Result<(), (PathBuf, DirProblem)> {
+    for entry in scan(dir)? {
+        if now_ms.saturating_sub(entry.modified_ms) <= MAX_AGE_MS {
+            continue;
+        }
+        let Some(f) = examine(dir, &entry) else {
+            continue;
+        };
+        if stale(&f, now_ms) {
+            for suffix in [".ckpt", ".input.0", ".input.1"] {
+                let _ = fs::remove_file(dir.join(format!("{}{suffix}", f.id)));
+            }
         }
     }
-    Ok(kept)
+    Ok(())
+}
+
+/// The stamp file of the last prune, beside the checkpoint directory (in
+/// `loopx/`, which `check_dir` checks too): the directory itself holds
+/// checkpoints only.
+const PRUNE_STAMP: &str = ".runs-pruned";
+
+/// How often a run start or `loopx status` prunes.
+pub const PRUNE_EVERY_MS: i64 = 24 * 3600 * 1000;
+
+/// [`prune`], when the last one (the stamp's time) is more than
+/// `PRUNE_EVERY_MS` ago or unknown: a run start pays one `stat` for it on
+/// other days, however many checkpoints are kept. Returns whether it
+/// pruned. The directory must have been checked (`check_dir`).
+pub fn prune_if_due(dir: &Path, now_ms: i64) -> Result<bool, (PathBuf, DirProblem)> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(parent) = dir.parent() else {
+        prune(dir, now_ms)?;
+        return Ok(true);
+    };
+    let stamp = parent.join(PRUNE_STAMP);
+    let last = fs::symlink_metadata(&stamp)
+        .ok()
+        .filter(|m| m.file_type().is_file())
+        .map(|m| m.mtime() * 1000);
+    if last.is_some_and(|t| (0..PRUNE_EVERY_MS).contains(&now_ms.saturating_sub(t))) {
+        return Ok(false);
+    }
+    // The stamp first: runs starting at once do not all prune.
+    let _ = fs::remove_file(&stamp);
+    let _ = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&stamp);
+    prune(dir, now_ms)?;
+    Ok(true)
+}
+
+/// Makes the checkpoint directory ready for a new checkpoint: checked
+/// (`check_dir`), created private when missing. The problem and the
+/// directory that has it otherwise.
+pub fn ready_dir(dir: &Path) -> Result<(), (PathBuf, DirProblem)> {
+    if check_dir(dir)? {
+        return Ok(());
+    }
+    let _ = fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir);
+    check_dir(dir).map(|_| ())
 }
 
 /// Removes the checkpoint of run `id` (and its inputs) unless its run still
@@ -841,6 +936,21 @@ mod tests {
             .collect();
         assert_eq!(left, [live_id]);
         drop(live);
+        let _ = fs::remove_dir_all(dir.parent().expect("parent"));
+    }
+
+    #[test]
+    fn pruning_happens_at_most_once_a_day() {
+        let dir = temp_dir("daily").join("runs");
+        ready_dir(&dir).expect("ready");
+        let now = crate::clock::now_ms();
+        assert!(prune_if_due(&dir, now).expect("first"), "no stamp yet");
+        assert!(!prune_if_due(&dir, now + 60_000).expect("same day"));
+        assert!(prune_if_due(&dir, now + PRUNE_EVERY_MS + 60_000).expect("a day on"));
+        assert!(
+            scan(&dir).expect("scan").is_empty(),
+            "the stamp is not listed"
+        );
         let _ = fs::remove_dir_all(dir.parent().expect("parent"));
     }
 }

@@ -791,7 +791,12 @@ struct Ended {
 fn new_keeper(run_id: &str, root: &Path, opts: &RunOptions) -> Option<Keeper> {
     let dir = checkpoint::dir()?;
     let now = clock::now_ms();
-    if let Err((dir, problem)) = checkpoint::prune(&dir, now) {
+    // Checked (and made) here; old checkpoints are pruned at most once a
+    // day, by a stamp (checkpoint.rs): a start costs the same however
+    // many runs are kept.
+    let ready =
+        checkpoint::ready_dir(&dir).and_then(|()| checkpoint::prune_if_due(&dir, now).map(|_| ()));
+    if let Err((dir, problem)) = ready {
         // Said, not silent: `loopx resume` would otherwise find nothing,
         // with no word of why (a directory of another user's is refused,
         // checkpoint.rs; one of ours that lost its privacy was repaired).
@@ -801,7 +806,7 @@ fn new_keeper(run_id: &str, root: &Path, opts: &RunOptions) -> Option<Keeper> {
         ));
         return None;
     }
-    let ckpt = Checkpoint::create(&dir, run_id).ok()?;
+    let ckpt = Checkpoint::create_in(&dir, run_id).ok()?;
     let record = checkpoint::Record {
         run_id: run_id.to_string(),
         root: root.to_str()?.to_string(),
@@ -893,9 +898,10 @@ fn run_loop(
     // process of the run inherits a copy of the checkpoint's lock (the
     // watcher's mark), which a script cannot shed the way it can shed
     // LOOPX_RUN_ID: resume refuses while any of them lives (resume.rs).
-    let mut spared = descendants::children_now();
-    let watcher = watcher::Watcher::start(ended.keeper.as_ref().map(Keeper::lock_fd));
-    spared.extend(watcher.as_ref().map(watcher::Watcher::pid));
+    // The watcher itself starts once the first script is spawned
+    // (supervisor.rs), off that script's way.
+    let spared = descendants::children_now();
+    let watcher = watcher::Watcher::prepare(ended.keeper.as_ref().map(Keeper::lock_fd));
     let active_before = Duration::from_millis(resumed.as_ref().map_or(0, |r| r.active_ms));
     let mut lp = Loop {
         opts,
@@ -928,6 +934,7 @@ fn run_loop(
         report,
     };
     lp.sup.spare(spared);
+    lp.sup.watch(watcher);
     let result = lp.iterate(
         &d,
         start,

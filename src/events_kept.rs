@@ -32,6 +32,11 @@ use crate::proc::sys;
 use crate::state_file;
 use crate::text::shown;
 
+/// The format version in every line of the run log (run_log.rs), whose
+/// lines these are; defined here, below run_log, which keeps them through
+/// this module.
+pub const FORMAT: u64 = 1;
+
 /// The default bound on one kept file (the `.1` file holds as much again).
 pub const DEFAULT_LIMIT: u64 = 8 * 1024 * 1024;
 
@@ -175,7 +180,7 @@ impl Kept {
         lock(&file);
         self.file = file;
         let mut line = Object::default()
-            .num("v", crate::run_log::FORMAT)
+            .num("v", FORMAT)
             .str("event", "rotated")
             .str("time", &crate::clock::rfc3339(SystemTime::now()))
             .str("run_id", &self.id)
@@ -230,7 +235,7 @@ pub fn agent_progress(text: &str) {
         return;
     }
     let mut line = Object::default()
-        .num("v", crate::run_log::FORMAT)
+        .num("v", FORMAT)
         .str("event", "agent_progress")
         .str("time", &crate::clock::rfc3339(SystemTime::now()))
         .str("run_id", &id)

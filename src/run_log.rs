@@ -36,8 +36,7 @@ use crate::messages;
 use crate::proc::sys;
 use crate::text::shown;
 
-/// The log's format version, in every line.
-pub const FORMAT: u64 = 1;
+pub use crate::events_kept::FORMAT;
 
 /// The `--log` value that means stdout.
 pub const STDOUT: &str = "-";

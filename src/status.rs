@@ -228,15 +228,24 @@ impl StatusFile {
         let dir = dir()?;
         let pid = std::process::id();
         let now = clock::unix_ms(SystemTime::now());
-        let fixed = Object::default()
-            .num("v", 1)
-            .num("pid", u64::from(pid))
-            .opt_str("start_time", start_time("self").as_deref())
-            .str("run_id", run_id)
-            .str("root", &root.to_string_lossy())
-            .str("target", target)
-            .str("run_started", &clock::format_ms(now))
-            .num("run_started_ms", now);
+        let (root, target, run_id) = (
+            root.to_string_lossy().into_owned(),
+            target.to_string(),
+            run_id.to_string(),
+        );
+        // Built by the writer, off the way to the first script: it reads
+        // /proc/self/stat.
+        let fixed = move || {
+            Object::default()
+                .num("v", 1)
+                .num("pid", u64::from(pid))
+                .opt_str("start_time", start_time("self").as_deref())
+                .str("run_id", &run_id)
+                .str("root", &root)
+                .str("target", &target)
+                .str("run_started", &clock::format_ms(now))
+                .num("run_started_ms", now)
+        };
         let path = dir.join(format!("{pid}.json"));
         let tmp = dir.join(format!("{pid}.json.tmp"));
         let shared: Shared = Arc::default();
@@ -245,7 +254,7 @@ impl StatusFile {
             std::thread::Builder::new()
                 .name("status".into())
                 .stack_size(64 * 1024)
-                .spawn(move || write_states(shared, fixed, tmp, path))
+                .spawn(move || write_states(shared, fixed(), tmp, path))
                 .ok()?
         };
         Some(StatusFile {
@@ -395,32 +404,66 @@ fn live_runs(dir: &Path) -> Vec<Live> {
 /// `loopx status [--json]`: the live runs, then the resumable ones.
 pub fn list(as_json: bool) -> Result<(), Error> {
     let runs = dir_to_list()?.map(|d| live_runs(&d)).unwrap_or_default();
-    let resumable = resumable_runs();
+    let resumable = resumable_runs(if as_json { usize::MAX } else { SHOWN });
     let now = clock::unix_ms(SystemTime::now());
     if as_json {
         let mut items: Vec<String> = runs.iter().map(|r| as_json_item(&r.value, now)).collect();
-        items.extend(resumable.iter().map(resumable_json));
+        items.extend(resumable.runs.iter().map(resumable_json));
         return messages::print_stdout(&format!("[{}]\n", items.join(",")));
     }
     let mut text = table(&runs, now);
-    if !resumable.is_empty() {
-        text.push_str(&resumable_table(&resumable, now));
+    if !resumable.runs.is_empty() {
+        text.push_str(&resumable_table(&resumable.runs, now));
+    }
+    if resumable.more > 0 {
+        text.push_str(&format!(
+            "... and {} older checkpoints (`loopx status --json` lists every resumable run)\n",
+            resumable.more
+        ));
     }
     messages::print_stdout(&text)
 }
 
-/// The checkpoints of runs that can be resumed, most recent first (old ones
-/// pruned on the way).
-fn resumable_runs() -> Vec<Record> {
+/// How many resumable runs the table of `loopx status` shows, most recent
+/// first; `--json` lists them all.
+const SHOWN: usize = 20;
+
+/// The resumable runs `loopx status` lists.
+#[derive(Default)]
+struct Resumable {
+    runs: Vec<Record>,
+    /// Checkpoints not opened, past the `limit`: resumable runs most of
+    /// them, unless their runs are live or their records damaged.
+    more: usize,
+}
+
+/// The checkpoints of runs that can be resumed, most recent first, at most
+/// `limit` of them (old ones pruned first, once a day). The directory is
+/// scanned with one `lstat` a file; only checkpoints that may be shown are
+/// opened, so 10,000 kept runs cost 10,000 `lstat`s and `limit` reads.
+fn resumable_runs(limit: usize) -> Resumable {
     let Some(dir) = checkpoint::dir() else {
-        return Vec::new();
+        return Resumable::default();
     };
-    match checkpoint::prune(&dir, clock::now_ms()) {
-        Ok(found) => found
-            .into_iter()
-            .filter(|f| !f.live)
-            .filter_map(|f| f.record)
-            .collect(),
+    let scanned =
+        checkpoint::prune_if_due(&dir, clock::now_ms()).and_then(|_| checkpoint::scan(&dir));
+    match scanned {
+        Ok(entries) => {
+            let mut found = Resumable::default();
+            let mut rest = entries.iter();
+            for entry in rest.by_ref() {
+                if found.runs.len() == limit {
+                    found.more = 1;
+                    break;
+                }
+                let f = checkpoint::examine(&dir, entry);
+                found
+                    .runs
+                    .extend(f.filter(|f| !f.live).and_then(|f| f.record));
+            }
+            found.more += rest.count();
+            found
+        }
         Err((dir, problem)) => {
             // The live runs are still worth listing; the resumable ones
             // are unknown, and saying nothing would claim there are none.
@@ -428,7 +471,7 @@ fn resumable_runs() -> Vec<Record> {
                 "resumable runs are not listed: {} is not used for checkpoints, as {problem}",
                 shown(&dir.to_string_lossy())
             ));
-            Vec::new()
+            Resumable::default()
         }
     }
 }

@@ -12,6 +12,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::ptr;
 
+/// §7.3: how long a signalled process group gets before SIGKILL (the
+/// supervisor's timer and the watcher both wait this long).
+pub const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What to start.
 pub struct Launch<'a> {
     pub program: &'a Path,
@@ -163,9 +167,10 @@ pub fn spawn(launch: &Launch) -> io::Result<Child> {
         let attr = &mut s.attr;
         // The Rust runtime ignores SIGPIPE; scripts get the default back (a
         // `yes | head` in a script must end). An ignored SIGHUP (nohup)
-        // stays ignored, as exec keeps it.
-        let mut default: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut default);
+        // stays ignored, as exec keeps it. The signals loopx catches are
+        // named too: `posix_spawn` then resets each with one `sigaction`
+        // in the child, not a query and a set (signals.rs).
+        let mut default = crate::proc::signals::caught();
         libc::sigaddset(&mut default, libc::SIGPIPE);
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);

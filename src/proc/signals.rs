@@ -5,7 +5,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 static WRITE_FD: AtomicI32 = AtomicI32::new(-1);
 
@@ -162,28 +162,105 @@ fn slot(sig: i32) -> usize {
     (sig as usize) % SLOTS
 }
 
-/// Whether `sig` is ignored now (inherited through exec).
-fn ignored(sig: i32) -> bool {
-    // SAFETY: sigaction with a null new action only reads the current one.
+/// The signals routed to the self-pipe so far, one bit each: children get
+/// them back at their default in the one `sigaction` each that
+/// `posix_spawn` makes for them (`caught`), rather than a query and a set.
+static CAUGHT: AtomicU64 = AtomicU64::new(0);
+
+/// Signal `sig`'s bit in `CAUGHT` (signals 1 to 64).
+fn bit(sig: i32) -> u64 {
+    1u64.checked_shl((sig as u32).wrapping_sub(1)).unwrap_or(0)
+}
+
+/// The signals `catch` routed to the pipe, as a set (process.rs and
+/// watcher.rs give them their default in children).
+pub fn caught() -> libc::sigset_t {
+    let bits = CAUGHT.load(Ordering::Relaxed);
+    // SAFETY: a zeroed sigset initialised by sigemptyset, then filled.
     unsafe {
-        let mut old: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in 1..=64 {
+            if bits & bit(sig) != 0 {
+                libc::sigaddset(&mut set, sig);
+            }
+        }
+        set
     }
 }
 
-/// Routes `sig` to the self-pipe.
-fn catch(sig: i32) -> io::Result<()> {
-    // SAFETY: a zeroed sigaction with our handler and an empty mask.
+/// Routes `sig` to the self-pipe, unless it was ignored (inherited through
+/// exec): such a signal stays ignored, as the shell meant it (nohup's
+/// SIGHUP; SIGINT and SIGQUIT for a `&` job without job control), the
+/// classic `if (signal(s, SIG_IGN) != SIG_IGN)`. One `sigaction` each, which
+/// returns the old action; an ignored one is then put back (while the
+/// signals are blocked, `install`: none is caught in between).
+fn catch_unless_ignored(sig: i32) -> io::Result<()> {
+    let old = set_handler(sig)?;
+    if old.sa_sigaction == libc::SIG_IGN {
+        // SAFETY: restoring the action sigaction just returned.
+        unsafe {
+            libc::sigaction(sig, &old, std::ptr::null_mut());
+        }
+        return Ok(());
+    }
+    CAUGHT.fetch_or(bit(sig), Ordering::Relaxed);
+    Ok(())
+}
+
+/// Installs the handler for `sig`; returns the action it replaced.
+fn set_handler(sig: i32) -> io::Result<libc::sigaction> {
+    // SAFETY: a zeroed sigaction with our handler and an empty mask; the
+    // old action is written into a zeroed struct.
     unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
         sa.sa_sigaction = on_signal as *const () as usize;
         sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
         libc::sigemptyset(&mut sa.sa_mask);
-        if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(sig, &sa, &mut old) != 0 {
             return Err(io::Error::last_os_error());
         }
+        Ok(old)
     }
+}
+
+/// Routes `sig` to the self-pipe.
+fn catch(sig: i32) -> io::Result<()> {
+    set_handler(sig)?;
+    CAUGHT.fetch_or(bit(sig), Ordering::Relaxed);
     Ok(())
+}
+
+/// The `ENDING` signals blocked in this thread until dropped (then the
+/// mask is as before).
+struct Blocked(libc::sigset_t);
+
+impl Blocked {
+    fn ending() -> Blocked {
+        // SAFETY: sigsets initialised by sigemptyset before use;
+        // pthread_sigmask on this thread with valid pointers.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for sig in ENDING {
+                libc::sigaddset(&mut set, sig);
+            }
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut old);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            Blocked(old)
+        }
+    }
+}
+
+impl Drop for Blocked {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask `ending` saved.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut());
+        }
+    }
 }
 
 /// Owner of the self-pipe. One per process, created by `install`.
@@ -217,6 +294,19 @@ fn set_flags(fd: RawFd) -> io::Result<()> {
     Ok(())
 }
 
+impl Drop for Signals {
+    /// The pipe closes: the handlers (still installed) must not write to a
+    /// descriptor number that something else may open next.
+    fn drop(&mut self) {
+        let _ = WRITE_FD.compare_exchange(
+            self.write.as_raw_fd(),
+            -1,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+}
+
 impl Signals {
     /// Installs handlers for the `ENDING` signals and SIGCHLD. Call once,
     /// before the first script starts.
@@ -226,19 +316,18 @@ impl Signals {
         // SAFETY: getpid cannot fail.
         OWN_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
         WRITE_FD.store(signals.write.as_raw_fd(), Ordering::Relaxed);
+        // Blocked while the handlers go in: a signal ignored on entry is
+        // put back to ignored before any can be caught (and setting
+        // SIG_IGN discards one pending). 2 + 12 system calls in all.
+        let blocked = Blocked::ending();
         for sig in ENDING {
-            // A signal ignored on entry stays ignored, as the shell meant it
-            // (nohup's SIGHUP; SIGINT and SIGQUIT for a `&` job without job
-            // control): the classic `if (signal(s, SIG_IGN) != SIG_IGN)`.
-            if ignored(sig) {
-                continue;
-            }
-            catch(sig)?;
+            catch_unless_ignored(sig)?;
         }
         // Without SA_NOCLDSTOP, stops are reported too: a script stopped by
         // Ctrl-Z while it holds the terminal must stop loopx as well
         // (process.rs).
         catch(libc::SIGCHLD)?;
+        drop(blocked);
         Ok(signals)
     }
 

@@ -30,9 +30,9 @@ use crate::proc::descendants;
 use crate::proc::process::{self, Child, Launch, ReadOutcome, Status, Waited};
 use crate::proc::signals::{Events, Signals};
 use crate::proc::terminal::{self, Terminal};
+use crate::proc::watcher;
 
-/// §7.3: how long a signalled process group gets before SIGKILL.
-pub const GRACE: Duration = Duration::from_secs(5);
+pub use crate::proc::process::GRACE;
 
 /// After SIGKILL, how long to wait for the kernel to finish the group (a
 /// process in uninterruptible sleep dies when it wakes up).
@@ -94,6 +94,12 @@ struct Channel {
 }
 
 pub struct Supervisor {
+    /// The watcher, to start once the first script is spawned, then
+    /// started (watcher.rs); told the run is over when this is dropped,
+    /// first (fields drop in order): its exit's SIGCHLD still finds the
+    /// handlers' pipe open.
+    pending_watcher: Option<watcher::Pending>,
+    watcher: Option<watcher::Watcher>,
     signals: Signals,
     channel: Option<Channel>,
     terminal: Option<Terminal>,
@@ -158,6 +164,8 @@ impl Supervisor {
     /// share with scripts (CLI in a terminal's foreground only).
     pub fn new(signals: Signals, channel: Option<RawFd>, terminal: Option<Terminal>) -> Supervisor {
         Supervisor {
+            pending_watcher: None,
+            watcher: None,
             signals,
             channel: channel.map(|fd| Channel {
                 fd,
@@ -166,6 +174,11 @@ impl Supervisor {
             terminal,
             spared: Vec::new(),
         }
+    }
+
+    /// The watcher to start right after the first script is spawned.
+    pub fn watch(&mut self, pending: Option<watcher::Pending>) {
+        self.pending_watcher = pending;
     }
 
     /// Leaves these children of loopx, and what they start, alone when
@@ -330,6 +343,12 @@ impl Supervisor {
                 return Err(spawn_error(err));
             }
         };
+        if let Some(pending) = self.pending_watcher.take() {
+            // After the spawn: the script need not wait for it.
+            self.watcher = pending.start();
+            self.spared
+                .extend(self.watcher.as_ref().map(watcher::Watcher::pid));
+        }
         let Child {
             pid,
             pgid,

@@ -13,6 +13,65 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
+/// What one `lstat` says of a file, as much of it as state files need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub regular: bool,
+    pub uid: u32,
+    pub size: u64,
+    /// Last modification, milliseconds since the epoch.
+    pub mtime_ms: i64,
+}
+
+/// The entries of the directory `dir` whose names `wanted` accepts, each
+/// with its `lstat` (a link is seen as one), taken relative to the open
+/// directory (`fstatat`): one name to look up per entry, not the whole
+/// path. An entry that vanished in between is left out.
+pub fn stat_entries(
+    dir: &std::path::Path,
+    wanted: impl Fn(&str) -> bool,
+) -> io::Result<Vec<(String, Stat)>> {
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mut found = Vec::new();
+    // SAFETY: opendir on a NUL-terminated path; readdir's entries are read
+    // before the next readdir, and d_name is NUL-terminated; fstatat on the
+    // stream's own descriptor into a zeroed struct; closedir once.
+    unsafe {
+        let stream = libc::opendir(path.as_ptr());
+        if stream.is_null() {
+            return Err(io::Error::last_os_error());
+        }
+        let fd = libc::dirfd(stream);
+        loop {
+            let entry = libc::readdir(stream);
+            if entry.is_null() {
+                break;
+            }
+            let name = CStr::from_ptr((*entry).d_name.as_ptr());
+            let Ok(text) = name.to_str() else { continue };
+            if !wanted(text) {
+                continue;
+            }
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstatat(fd, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) != 0 {
+                continue;
+            }
+            found.push((
+                text.to_string(),
+                Stat {
+                    regular: st.st_mode & libc::S_IFMT == libc::S_IFREG,
+                    uid: st.st_uid,
+                    size: st.st_size as u64,
+                    mtime_ms: st.st_mtime as i64 * 1000 + st.st_mtime_nsec as i64 / 1_000_000,
+                },
+            ));
+        }
+        libc::closedir(stream);
+    }
+    Ok(found)
+}
+
 /// The real uid: whose directories loopx's state and checkpoints live in.
 pub fn uid() -> u32 {
     // SAFETY: getuid takes nothing and cannot fail.

@@ -28,7 +28,7 @@ use std::os::raw::c_char;
 use std::time::{Duration, Instant};
 
 use crate::proc::descendants::{self, Proc};
-use crate::proc::supervisor::GRACE;
+use crate::proc::process::GRACE;
 
 /// argv[0] of a watcher: what `main` looks for before anything else.
 const NAME: &str = "loopx-watcher";
@@ -52,27 +52,48 @@ pub struct Watcher {
     mark: Option<OwnedFd>,
 }
 
+/// A watcher ready to start: its pipe and the mark exist (so the first
+/// script inherits the mark), the process does not yet. The supervisor
+/// starts it right after it has spawned the first script
+/// (supervisor.rs), so the watcher's spawn (a vfork and an exec of loopx,
+/// ~0.5 ms) does not delay the script; it is up long before anything
+/// could need it, but loopx killed in those microseconds leaves the first
+/// script unwatched.
+pub struct Pending {
+    read: OwnedFd,
+    alive: OwnedFd,
+    mark: OwnedFd,
+}
+
 impl Watcher {
-    /// Starts the watcher of this run; `lock` is the checkpoint's locked
+    /// Prepares the watcher of this run; `lock` is the checkpoint's locked
     /// descriptor, if the run keeps one: its copy is the mark. None when
-    /// it cannot start (no /proc, spawn failed): the run goes on unwatched,
-    /// as before watchers existed.
-    pub fn start(lock: Option<RawFd>) -> Option<Watcher> {
+    /// it cannot (no /proc, no descriptors): the run goes on unwatched, as
+    /// before watchers existed.
+    pub fn prepare(lock: Option<RawFd>) -> Option<Pending> {
         if !cfg!(target_os = "linux") {
             return None;
         }
         let (read, alive) = pipe().ok()?;
         let mark = dup_inheritable(lock.unwrap_or(read.as_raw_fd())).ok()?;
-        let pid = spawn(read.as_raw_fd(), mark.as_raw_fd()).ok()?;
-        Some(Watcher {
-            pid,
-            alive: Some(alive),
-            mark: Some(mark),
-        })
+        Some(Pending { read, alive, mark })
     }
 
     pub fn pid(&self) -> libc::pid_t {
         self.pid
+    }
+}
+
+impl Pending {
+    /// Starts the watcher; None when the spawn fails (the run goes on
+    /// unwatched).
+    pub fn start(self) -> Option<Watcher> {
+        let pid = spawn(self.read.as_raw_fd(), self.mark.as_raw_fd()).ok()?;
+        Some(Watcher {
+            pid,
+            alive: Some(self.alive),
+            mark: Some(self.mark),
+        })
     }
 }
 
@@ -98,6 +119,7 @@ impl Drop for Watcher {
 /// or stuck is left to init rather than holding loopx's exit.
 fn reap(pid: libc::pid_t, limit: Duration) {
     let until = Instant::now() + limit;
+    wait_for_exit(pid, limit);
     loop {
         let mut status = 0;
         // SAFETY: waitpid on our own child with a valid status pointer.
@@ -107,6 +129,32 @@ fn reap(pid: libc::pid_t, limit: Duration) {
             return;
         }
         std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Waits, up to `limit`, for our child `pid` to exit, without reaping it:
+/// a poll on its pidfd (Linux 5.3+), which wakes the moment it exits, where
+/// polling `waitpid` every 200 µs would add that much to every run's end.
+/// Returns at once where there are no pidfds; a signal may end it early.
+fn wait_for_exit(pid: libc::pid_t, limit: Duration) {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    // SAFETY: pidfd_open on our own child returns a fresh descriptor (owned
+    // here) or -1; poll on it with a valid pollfd.
+    unsafe {
+        let fd = libc::syscall(libc::SYS_pidfd_open, pid, 0);
+        let Ok(fd) = RawFd::try_from(fd) else {
+            return;
+        };
+        if fd < 0 {
+            return;
+        }
+        let fd = OwnedFd::from_raw_fd(fd);
+        let mut p = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        libc::poll(&mut p, 1, limit.as_millis().min(i32::MAX as u128) as i32);
     }
 }
 
@@ -201,11 +249,19 @@ fn spawn(pipe: RawFd, mark: RawFd) -> io::Result<libc::pid_t> {
             );
         }
         libc::posix_spawn_file_actions_addchdir_np(&mut actions, root.as_ptr());
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        libc::posix_spawnattr_setsigmask(&mut attr, &empty);
+        // Deaf to signals from its first instruction: born with all of
+        // them blocked (those ending loopx, the terminal's stops, SIGPIPE),
+        // and never unblocking them, it needs no `sigaction` of its own.
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::posix_spawnattr_setsigmask(&mut attr, &all);
         libc::posix_spawnattr_setpgroup(&mut attr, 0);
-        let flags = libc::POSIX_SPAWN_SETPGROUP | libc::POSIX_SPAWN_SETSIGMASK;
+        // One `sigaction` each in the child for loopx's handlers (signals.rs).
+        let default = crate::proc::signals::caught();
+        libc::posix_spawnattr_setsigdefault(&mut attr, &default);
+        let flags = libc::POSIX_SPAWN_SETPGROUP
+            | libc::POSIX_SPAWN_SETSIGMASK
+            | libc::POSIX_SPAWN_SETSIGDEF;
         libc::posix_spawnattr_setflags(&mut attr, flags as _);
         let r = libc::posix_spawn(
             &mut child,
@@ -258,25 +314,14 @@ pub fn run_if_watcher() {
 }
 
 /// The watcher's own setup: a name of its own (so `pkill -x loopx` does not
-/// take it along), deaf to the signals that end loopx, holding no
-/// descriptor but the mark and /dev/null.
+/// take it along), holding no descriptor but the mark and /dev/null. It is
+/// deaf to the signals that end loopx already: it was spawned with every
+/// signal blocked (`spawn`).
 fn settle(pipe: RawFd) {
-    // SAFETY: prctl with a NUL-terminated name; sigaction with a zeroed,
-    // valid struct setting SIG_IGN; closing descriptors this fresh process
-    // inherited and does not use.
+    // SAFETY: prctl with a NUL-terminated name; closing descriptors this
+    // fresh process inherited and does not use.
     unsafe {
         libc::prctl(libc::PR_SET_NAME, c"loopx-watcher".as_ptr(), 0, 0, 0);
-        let mut ignore: libc::sigaction = std::mem::zeroed();
-        ignore.sa_sigaction = libc::SIG_IGN;
-        libc::sigemptyset(&mut ignore.sa_mask);
-        for sig in crate::proc::signals::ENDING.iter().chain(&[
-            libc::SIGTSTP,
-            libc::SIGTTIN,
-            libc::SIGTTOU,
-            libc::SIGPIPE,
-        ]) {
-            libc::sigaction(*sig, &ignore, std::ptr::null_mut());
-        }
         for fd in open_fds() {
             if fd > 2 && fd != pipe {
                 libc::close(fd);
