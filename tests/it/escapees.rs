@@ -331,6 +331,8 @@ fn the_watcher_spares_a_process_that_opened_the_run_s_checkpoint() {
             .expect("spawn sleep")
     };
     let holder_pid = holder.id() as i32;
+    // The watcher takes its name once it runs (it starts as `exe`).
+    wait_until("loopx's watcher", || watcher_of(run.pid()).is_some());
     let watcher = watcher_of(run.pid()).expect("loopx had a watcher");
     run.signal(libc::SIGKILL);
     run.finish();
