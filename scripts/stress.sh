@@ -180,13 +180,16 @@ while :; do sleep 0.05; done
 EOF
   start_burners
 
-  # The watcher of loopx `$1`: its child named loopx-watcher.
+  # The watcher of loopx `$1`: its child whose argv[0] is loopx-watcher
+  # (set by the exec; the comm name follows a moment later).
   # shellcheck disable=SC2329 # run by kill_run
   watcher_of() {
     local k kids=()
     read -ra kids <"/proc/$1/task/$1/children" 2>/dev/null || true
     for k in "${kids[@]}"; do
-      if [[ $(cat "/proc/$k/comm" 2>/dev/null) == loopx-watcher ]]; then printf '%s' "$k"; fi
+      if [[ $(tr '\0' '\n' <"/proc/$k/cmdline" 2>/dev/null | head -n 1) == loopx-watcher ]]; then
+        printf '%s' "$k"
+      fi
     done
   }
 

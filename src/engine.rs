@@ -895,8 +895,8 @@ fn run_loop(
     }
     // What loopx has below it before its first script is not the run's to
     // end; nor is the watcher, which ends the run if loopx dies. Every
-    // process of the run inherits a copy of the checkpoint's lock (the
-    // watcher's mark), which a script cannot shed the way it can shed
+    // process of the run inherits a copy of the checkpoint's lock (beside
+    // the watcher's mark, its pipe), which a script cannot shed the way it can shed
     // LOOPX_RUN_ID: resume refuses while any of them lives (resume.rs).
     // The watcher itself starts once the first script is spawned
     // (supervisor.rs), off that script's way.

@@ -22,6 +22,10 @@ pub struct Proc {
     pub sid: libc::pid_t,
     /// Exited, not yet reaped: nothing left to signal.
     pub zombie: bool,
+    /// When it started (clock ticks after boot): with the pid, names the
+    /// process, as a pid alone may be reused (the watcher checks it before
+    /// it signals).
+    pub start: u64,
 }
 
 /// Parses `/proc/<pid>/stat`. The command name is in parentheses and may
@@ -34,12 +38,15 @@ pub fn parse_stat(pid: libc::pid_t, text: &str) -> Option<Proc> {
     let ppid = fields.next()?.parse().ok()?;
     let pgid = fields.next()?.parse().ok()?;
     let sid = fields.next()?.parse().ok()?;
+    // Field 22, starttime: the 16th after the session (field 6).
+    let start = fields.nth(15).and_then(|f| f.parse().ok()).unwrap_or(0);
     Some(Proc {
         pid,
         ppid,
         pgid,
         sid,
         zombie: matches!(state, "Z" | "X"),
+        start,
     })
 }
 
@@ -208,6 +215,7 @@ mod tests {
             pgid,
             sid: pgid,
             zombie: false,
+            start: 0,
         }
     }
 
@@ -215,6 +223,8 @@ mod tests {
     fn stat_fields_are_counted_from_the_last_parenthesis() {
         let text = "4242 (a) b (c)) S 17 4242 4242 0 -1 4194560 120 0 0 0";
         assert_eq!(parse_stat(4242, text), Some(p(4242, 17, 4242)));
+        let full = "9 (x) S 1 9 9 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 123456 0 0";
+        assert_eq!(parse_stat(9, full).map(|p| p.start), Some(123456));
         assert_eq!(parse_stat(7, "7 (x) S 1 7 3 0").map(|p| p.sid), Some(3));
         let zombie = parse_stat(5, "5 (sh) Z 1 5 5 0").expect("parsed");
         assert!(zombie.zombie);

@@ -12,12 +12,23 @@
 //!
 //! Which processes are the run's, once loopx is gone and its children have
 //! been re-parented: every script inherits one descriptor of loopx's, the
-//! mark (the checkpoint's locked descriptor, resume.rs; without a
-//! checkpoint, the pipe's read end), and so does what it starts, setsid escapees and double-forked daemons
-//! included; from those, their descendants, and the members of process
-//! groups and sessions they are in (never loopx's own group or session,
-//! which hold its shell and the user's other jobs). Processes that existed
-//! before the run (a `tee` of `2> >(tee log)`) hold no mark and are left be.
+//! mark (a copy of the pipe's read end), and so does what it starts, setsid
+//! escapees and double-forked daemons included; from those, their
+//! descendants, and the members of process groups and sessions the run
+//! made (never loopx's own group or session, which hold its shell and the
+//! user's other jobs, nor one led by a process outside the run). Processes
+//! that existed before the run (a `tee` of `2> >(tee log)`) hold no mark
+//! and are left be.
+//!
+//! The mark is an anonymous pipe, which nothing can open by name: a file
+//! (the checkpoint, which scripts also inherit so that `loopx resume` sees
+//! the run alive, resume.rs) is opened by anyone who reads it, and every
+//! `loopx run` opens all checkpoints as it starts (checkpoint::prune). A
+//! watcher that went by the checkpoint took such a loopx, started in the
+//! same shell, for one of its run's processes and ended it. Where the run
+//! shares a process group with others (a script that had not yet moved to
+//! its own group), the watcher signals its processes one by one, each
+//! checked to be still the process it found (pidfd, start time).
 //!
 //! Linux only (it reads /proc); elsewhere no watcher starts.
 
@@ -48,8 +59,12 @@ pub struct Watcher {
     pid: libc::pid_t,
     /// The write end; only loopx holds it (close-on-exec).
     alive: Option<OwnedFd>,
-    /// The mark, inherited by every script (not close-on-exec).
+    /// The mark, inherited by every script (not close-on-exec): a copy of
+    /// the pipe's read end.
     mark: Option<OwnedFd>,
+    /// A copy of the checkpoint's locked descriptor, inherited by every
+    /// script (resume.rs); not the watcher's concern.
+    lock: Option<OwnedFd>,
 }
 
 /// A watcher ready to start: its pipe and the mark exist (so the first
@@ -63,20 +78,31 @@ pub struct Pending {
     read: OwnedFd,
     alive: OwnedFd,
     mark: OwnedFd,
+    lock: Option<OwnedFd>,
 }
 
 impl Watcher {
     /// Prepares the watcher of this run; `lock` is the checkpoint's locked
-    /// descriptor, if the run keeps one: its copy is the mark. None when
-    /// it cannot (no /proc, no descriptors): the run goes on unwatched, as
-    /// before watchers existed.
+    /// descriptor, if the run keeps one: scripts inherit a copy of it too
+    /// (resume.rs), beside the mark, a copy of the pipe's read end. None
+    /// when it cannot (no /proc, no descriptors): the run goes on
+    /// unwatched, as before watchers existed.
     pub fn prepare(lock: Option<RawFd>) -> Option<Pending> {
         if !cfg!(target_os = "linux") {
             return None;
         }
         let (read, alive) = pipe().ok()?;
-        let mark = dup_inheritable(lock.unwrap_or(read.as_raw_fd())).ok()?;
-        Some(Pending { read, alive, mark })
+        let mark = dup_inheritable(read.as_raw_fd()).ok()?;
+        let lock = match lock {
+            Some(fd) => Some(dup_inheritable(fd).ok()?),
+            None => None,
+        };
+        Some(Pending {
+            read,
+            alive,
+            mark,
+            lock,
+        })
     }
 
     pub fn pid(&self) -> libc::pid_t {
@@ -93,6 +119,7 @@ impl Pending {
             pid,
             alive: Some(self.alive),
             mark: Some(self.mark),
+            lock: self.lock,
         })
     }
 }
@@ -105,6 +132,7 @@ impl Drop for Watcher {
             return;
         }
         self.mark = None;
+        self.lock = None;
         if let Some(fd) = self.alive.take() {
             // SAFETY: writing one byte from a static buffer to our pipe.
             unsafe {
@@ -187,7 +215,8 @@ fn dup_inheritable(fd: RawFd) -> io::Result<OwnedFd> {
 }
 
 /// What the watcher is told on its command line: the pipe's read end, the
-/// mark's device and inode, and loopx's pid, process group and session.
+/// mark's device and inode, and loopx's pid, process group and session,
+/// taken by loopx as it starts the watcher (so before it can die).
 #[derive(Debug, PartialEq, Eq)]
 struct Orders {
     pipe: RawFd,
@@ -206,8 +235,8 @@ fn ids() -> [libc::pid_t; 3] {
 /// `loopx-watcher`, in a process group of its own (a Ctrl-C or a signal to
 /// loopx's group must not end it), in `/`, with /dev/null for stdio (it
 /// must hold neither loopx's stdout nor its terminal). `pipe` is
-/// close-on-exec: the watcher gets it as the copy at `mark` when there is
-/// no checkpoint, else as a copy made here.
+/// close-on-exec: the watcher gets a copy made here; `mark` is a copy of
+/// the same pipe end.
 fn spawn(pipe: RawFd, mark: RawFd) -> io::Result<libc::pid_t> {
     let [pid, pgid, sid] = ids();
     let (dev, ino) = file_id(mark);
@@ -381,13 +410,14 @@ fn end_the_run(orders: &Orders) {
         }
         let is_run = |pid| run.binary_search(&pid).is_ok();
         if late {
-            descendants::signal(&descendants::grouped(is_run, None, &procs), libc::SIGKILL);
+            let t = targets(is_run, &run, &procs, orders, me);
+            signal(&t, &procs, libc::SIGKILL);
         } else {
             // SIGTERM once to each, as it is found.
             let fresh = |pid| is_run(pid) && !termed.contains(&pid);
-            let t = descendants::grouped(fresh, None, &procs);
-            descendants::signal(&t, libc::SIGTERM);
-            descendants::signal(&t, libc::SIGCONT);
+            let t = targets(fresh, &run, &procs, orders, me);
+            signal(&t, &procs, libc::SIGTERM);
+            signal(&t, &procs, libc::SIGCONT);
             termed.extend_from_slice(&run);
         }
         std::thread::sleep(TICK);
@@ -432,10 +462,32 @@ fn marked(name: (u64, u64)) -> Vec<libc::pid_t> {
     found
 }
 
+/// Whether the process group or session `id` is one the run made: never
+/// loopx's own (`original`) or the watcher's; one whose leader (the
+/// process whose pid is `id`) is of the run (`in_run`), or is gone (its
+/// pid cannot be taken again while the group or session lasts). One led by
+/// a live process outside the run was not made for it: a process of the run
+/// that joined it (`setpgid` into a job of loopx's shell) is the run's, the
+/// rest of that group is not.
+fn made_by_run(
+    id: libc::pid_t,
+    original: libc::pid_t,
+    procs: &[Proc],
+    in_run: impl Fn(libc::pid_t) -> bool,
+    me: libc::pid_t,
+) -> bool {
+    if id == original || id == me || id <= 1 {
+        return false;
+    }
+    match procs.iter().find(|p| p.pid == id) {
+        Some(leader) => leader.zombie || in_run(id),
+        None => true,
+    }
+}
+
 /// The run's live processes in `procs`, sorted: those `marked` (sorted),
-/// then their descendants and the other members of their process groups
-/// and sessions (not loopx's own, nor the watcher's), until nothing more
-/// joins.
+/// then their descendants and the other members of the process groups and
+/// sessions the run made ([`made_by_run`]), until nothing more joins.
 fn run_processes(
     procs: &[Proc],
     marked: &[libc::pid_t],
@@ -451,11 +503,12 @@ fn run_processes(
     run.sort_unstable();
     loop {
         let (mut groups, mut sessions) = (Vec::new(), Vec::new());
-        for p in procs.iter().filter(|p| run.binary_search(&p.pid).is_ok()) {
-            if p.pgid != orders.pgid && p.pgid != me {
+        let in_run = |pid: libc::pid_t| run.binary_search(&pid).is_ok();
+        for p in procs.iter().filter(|p| in_run(p.pid)) {
+            if made_by_run(p.pgid, orders.pgid, procs, in_run, me) {
                 groups.push(p.pgid);
             }
-            if p.sid != orders.sid {
+            if made_by_run(p.sid, orders.sid, procs, in_run, me) {
                 sessions.push(p.sid);
             }
         }
@@ -474,6 +527,95 @@ fn run_processes(
     }
 }
 
+/// Whom to signal among the processes `is_in` picks from the `run`
+/// (sorted): a process group the run made ([`made_by_run`]) with no live
+/// member outside the set as a whole (a process forked in it meanwhile
+/// gets the signal too); every other process by itself. Never loopx's own
+/// group or the watcher's.
+fn targets(
+    is_in: impl Fn(libc::pid_t) -> bool,
+    run: &[libc::pid_t],
+    procs: &[Proc],
+    orders: &Orders,
+    me: libc::pid_t,
+) -> descendants::Targets {
+    let mut t = descendants::grouped(&is_in, None, procs);
+    let in_run = |pid| run.binary_search(&pid).is_ok();
+    let (whole, single): (Vec<_>, Vec<_>) = t
+        .groups
+        .iter()
+        .partition(|&&g| made_by_run(g, orders.pgid, procs, in_run, me));
+    t.groups = whole;
+    for g in single {
+        t.pids.extend(
+            procs
+                .iter()
+                .filter(|p| p.pgid == g && !p.zombie && is_in(p.pid))
+                .map(|p| p.pid),
+        );
+    }
+    t.pids.sort_unstable();
+    t.pids.dedup();
+    t
+}
+
+/// Sends `sig` to the targets: groups with `kill`, each single process only
+/// if it is still the one `procs` saw (same start time), through a pidfd
+/// so that its pid cannot be taken by another process in between.
+fn signal(t: &descendants::Targets, procs: &[Proc], sig: libc::c_int) {
+    for &g in &t.groups {
+        // SAFETY: signalling a process group the run made (`targets`);
+        // ESRCH (gone already) is the aim.
+        unsafe {
+            libc::kill(-g, sig);
+        }
+    }
+    for &pid in &t.pids {
+        if let Some(seen) = procs.iter().find(|p| p.pid == pid) {
+            signal_if_same(seen, sig);
+        }
+    }
+}
+
+/// Signals `seen` if the process with its pid is still it.
+fn signal_if_same(seen: &Proc, sig: libc::c_int) {
+    let same = || {
+        std::fs::read_to_string(format!("/proc/{}/stat", seen.pid))
+            .ok()
+            .and_then(|text| descendants::parse_stat(seen.pid, &text))
+            .is_some_and(|now| now.start == seen.start && !now.zombie)
+    };
+    // SAFETY: pidfd_open on a pid returns a fresh descriptor (owned here)
+    // or fails.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, seen.pid, 0) };
+    if fd < 0 {
+        // No pidfds (Linux before 5.3): checked, then signalled by pid.
+        if same() {
+            // SAFETY: signalling the process just checked to be the one seen.
+            unsafe {
+                libc::kill(seen.pid, sig);
+            }
+        }
+        return;
+    }
+    // SAFETY: the descriptor was just opened and is owned here.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    // The pidfd names whoever had the pid when it was opened; if /proc
+    // shows the process seen after that, the pidfd names it.
+    if same() {
+        // SAFETY: pidfd_send_signal on a valid pidfd, no siginfo.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd.as_raw_fd(),
+                sig,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -485,6 +627,7 @@ mod tests {
             pgid,
             sid,
             zombie: false,
+            start: 0,
         }
     }
 
@@ -538,5 +681,55 @@ mod tests {
         };
         let run = run_processes(&procs, &[200, 300, 500], &orders, 500);
         assert_eq!(run, [199, 200, 201, 300, 310]);
+    }
+
+    fn dead_loopx() -> Orders {
+        Orders {
+            pipe: 10,
+            mark: (7, 42),
+            loopx: 100,
+            pgid: 90,
+            sid: 80,
+        }
+    }
+
+    #[test]
+    fn loopx_s_group_and_session_and_groups_led_outside_the_run_never_join() {
+        // loopx 100 (dead) shared group 90 and session 80 with its shell 90
+        // and another loopx 110. Its script 200 was forked and still sits in
+        // group 90 (no setpgid yet); 210 of the run moved into a job 95 of
+        // the shell (led by 95, alive, with a member 96); 220 of the run
+        // leads a group 220 whose member 221 has no mark; 230 of the run is
+        // in a group 229 whose leader is gone, with 231.
+        let procs = [
+            p(90, 1, 90, 80),
+            p(110, 90, 90, 80),
+            p(200, 1, 90, 80),
+            p(95, 90, 95, 80),
+            p(96, 90, 95, 80),
+            p(210, 1, 95, 80),
+            p(220, 1, 220, 80),
+            p(221, 1, 220, 80),
+            p(230, 1, 229, 80),
+            p(231, 1, 229, 80),
+        ];
+        let run = run_processes(&procs, &[200, 210, 220, 230], &dead_loopx(), 500);
+        assert_eq!(run, [200, 210, 220, 221, 230, 231]);
+        let is_run = |pid| run.binary_search(&pid).is_ok();
+        let t = targets(is_run, &run, &procs, &dead_loopx(), 500);
+        assert_eq!(t.groups, [220, 229]);
+        assert_eq!(t.pids, [200, 210]);
+    }
+
+    #[test]
+    fn loopx_s_group_is_never_signalled_as_a_whole() {
+        // Only the run's script 200 (not yet in a group of its own) is left
+        // in loopx's group 90: still signalled by pid alone.
+        let procs = [p(200, 1, 90, 80), p(300, 1, 300, 300)];
+        let run = run_processes(&procs, &[200, 300], &dead_loopx(), 500);
+        assert_eq!(run, [200, 300]);
+        let t = targets(|pid| run.contains(&pid), &run, &procs, &dead_loopx(), 500);
+        assert_eq!(t.groups, [300]);
+        assert_eq!(t.pids, [200]);
     }
 }

@@ -278,3 +278,71 @@ fn a_timeout_spares_the_log_reader_the_shell_started_under_loopx() {
         std::fs::read_to_string(p.path("log")).is_ok_and(|l| l == expected)
     });
 }
+
+/// A run with a checkpoint whose script records its pid, starts a child
+/// that ignores SIGTERM (so that the watcher, once loopx is SIGKILLed,
+/// goes on looking for the run's processes through the grace period), and
+/// waits.
+fn stubborn() -> Project {
+    let p = Project::new();
+    p.script(
+        "a",
+        "index.sh",
+        "echo $$ > \"$LOOPX_PROJECT_ROOT/script.pid\"\n\
+         ( trap '' TERM; exec sleep 1000 ) &\n\
+         echo $! > \"$LOOPX_PROJECT_ROOT/child.pid\"\n\
+         echo started >&2\n\
+         sleep 1000\n",
+    );
+    p
+}
+
+#[test]
+fn the_watcher_spares_a_process_that_opened_the_run_s_checkpoint() {
+    // Every `loopx run` opens all checkpoints as it starts (to prune old
+    // ones), `loopx resume` lists them, a user may `cat` one: holding the
+    // run's checkpoint open does not make a process part of the run. (A
+    // watcher that went by the checkpoint ended such a loopx, started in
+    // the same shell: `scripts/stress.sh --sigkill` saw it exit 143.)
+    let p = stubborn();
+    let run = p
+        .loopx(&["run", "a"])
+        .signal(libc::SIGKILL)
+        .stdout("")
+        .stderr("started\n")
+        .start();
+    let script = read_pid(&p, "script.pid");
+    let child = read_pid(&p, "child.pid");
+    let runs = p.home().join(".local/state/loopx/runs");
+    let ckpt = std::fs::read_dir(&runs)
+        .expect("the checkpoint directory")
+        .flatten()
+        .map(|e| e.path())
+        .find(|f| f.extension().is_some_and(|x| x == "ckpt"))
+        .expect("the run's checkpoint");
+    let opened = std::fs::File::open(&ckpt).expect("open the checkpoint");
+    let mut holder = {
+        use std::os::unix::process::CommandExt;
+        std::process::Command::new("sleep")
+            .arg("1000")
+            .stdin(opened)
+            .process_group(0)
+            .spawn()
+            .expect("spawn sleep")
+    };
+    let holder_pid = holder.id() as i32;
+    // The watcher takes its name once it runs (it starts as `exe`).
+    wait_until("loopx's watcher", || watcher_of(run.pid()).is_some());
+    let watcher = watcher_of(run.pid()).expect("loopx had a watcher");
+    run.signal(libc::SIGKILL);
+    run.finish();
+    assert_all_gone_within(
+        "the run after loopx was SIGKILLed",
+        &[script, child, watcher],
+        GRACE + Duration::from_secs(5),
+    );
+    let spared = alive(holder_pid);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert!(spared, "the watcher ended a process outside the run");
+}

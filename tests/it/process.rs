@@ -621,17 +621,21 @@ fn scripts_inherit_no_descriptors_of_loopx() {
     );
 }
 
-/// The probe's lines without the one descriptor loopx gives every script on
-/// purpose, which `baseline` lacks: the run's mark (the checkpoint's lock,
-/// by which resume and the watcher know the run's processes;
-/// src/proc/watcher.rs).
+/// The probe's lines without the two descriptors loopx gives every script
+/// on purpose, which `baseline` lacks: the run's mark (a pipe, by which the
+/// watcher knows the run's processes; src/proc/watcher.rs) and a copy of
+/// the checkpoint's lock (by which resume sees the run alive; resume.rs).
 fn without_mark(fds: &str, baseline: &str) -> String {
     let base: Vec<&str> = baseline.split_whitespace().collect();
     let mut out = String::new();
     for line in fds.lines() {
         let (kept, extra): (Vec<&str>, Vec<&str>) =
             line.split_whitespace().partition(|fd| base.contains(fd));
-        assert_eq!(extra.len(), 1, "one mark, no other descriptor: {line}");
+        assert_eq!(
+            extra.len(),
+            2,
+            "the mark and the lock, no other descriptor: {line}"
+        );
         out.push_str(&kept.join(" "));
         out.push('\n');
     }

@@ -259,8 +259,11 @@ pub fn watcher_of(loopx: i32) -> Option<i32> {
     let kids = fs::read_to_string(format!("/proc/{loopx}/task/{loopx}/children")).ok()?;
     kids.split_whitespace()
         .filter_map(|k| k.parse().ok())
+        // argv[0], set by the exec itself: the comm name comes a moment
+        // later (the watcher renames itself), and a look in between missed it.
         .find(|k: &i32| {
-            fs::read_to_string(format!("/proc/{k}/comm")).is_ok_and(|c| c.trim() == "loopx-watcher")
+            fs::read(format!("/proc/{k}/cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).next() == Some(b"loopx-watcher"))
         })
 }
 
