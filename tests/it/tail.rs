@@ -319,7 +319,7 @@ fn the_agents_progress_inside_a_run_is_shown() {
     p.loopx(&["tail"])
         .stdout_contains("  agent w: Write ")
         .stdout_contains("  agent w: Wrote hello.txt.")
-        .stdout_contains("cost $0.002")
+        .stdout_contains("cost $0.0016")
         .stdout_contains("run ended: max_iterations")
         .run();
 }
