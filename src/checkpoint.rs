@@ -26,6 +26,7 @@
 //! regular file of the user's, in directories of the user's own, named by
 //! a run id loopx could have made, is read, and never more than a bound.
 
+use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -143,6 +144,9 @@ pub struct Record {
     pub started_ms: i64,
     pub updated_ms: i64,
     pub ended: Option<Ended>,
+    /// The agent settings in force (agent/settings.rs; never secrets),
+    /// given back by a resume whose shell does not set them again.
+    pub agent: BTreeMap<String, String>,
 }
 
 impl Record {
@@ -180,6 +184,7 @@ impl Record {
             .int("started_ms", self.started_ms)
             .int("updated_ms", self.updated_ms)
             .raw("ended", ended.as_deref().unwrap_or("null"))
+            .raw("agent", &strings_json(&self.agent))
             .finish()
     }
 
@@ -225,8 +230,34 @@ impl Record {
             started_ms: int(&v, "started_ms")?,
             updated_ms: int(&v, "updated_ms")?,
             ended,
+            // Absent from checkpoints written before it was recorded.
+            agent: match v.get("agent") {
+                None => BTreeMap::new(),
+                Some(a) => strings(a)?,
+            },
         })
     }
+}
+
+/// A flat object of strings, as JSON.
+fn strings_json(map: &BTreeMap<String, String>) -> String {
+    map.iter()
+        .fold(Object::default(), |o, (k, v)| o.str(k, v))
+        .finish()
+}
+
+/// A flat object of strings; None for anything else.
+fn strings(v: &Value) -> Option<BTreeMap<String, String>> {
+    let Value::Object(members) = v else {
+        return None;
+    };
+    members
+        .iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => Some((k.clone(), s.clone())),
+            _ => None,
+        })
+        .collect()
 }
 
 fn num(v: &Value, key: &str) -> Option<f64> {
@@ -480,6 +511,11 @@ impl Keeper {
 
     pub fn record(&self) -> &Record {
         &self.record
+    }
+
+    /// The agent settings the run goes on with (saved with the next record).
+    pub fn set_agent(&mut self, agent: BTreeMap<String, String>) {
+        self.record.agent = agent;
     }
 
     /// The locked descriptor. The engine hands a copy to the run's scripts,
@@ -762,6 +798,10 @@ mod tests {
                 exit_code: 143,
                 at_ms: 1_795_541_000_500,
             }),
+            agent: [("AGENT", "gemini"), ("AGENT_ALLOW", "npm test,\"make\"")]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         }
     }
 
@@ -776,7 +816,16 @@ mod tests {
             cost_usd: 0.0,
             ..r
         };
-        assert_eq!(Record::from_json(&bare.to_json()), Some(bare));
+        assert_eq!(Record::from_json(&bare.to_json()), Some(bare.clone()));
+        // A record written before the agent settings were kept reads
+        // with none.
+        let old = bare.to_json().replace(
+            r#","agent":{"AGENT":"gemini","AGENT_ALLOW":"npm test,\"make\""}"#,
+            "",
+        );
+        assert!(!old.contains("agent"), "{old}");
+        let read = Record::from_json(&old).map(|r| r.agent);
+        assert_eq!(read, Some(BTreeMap::new()));
     }
 
     #[test]

@@ -9,6 +9,8 @@ use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::agent::class::Class;
+use crate::agent::settings;
 use crate::checkpoint::{self, Checkpoint, Keeper};
 use crate::clock;
 use crate::discovery::{self, Discovery, Kind, Script, Workflow};
@@ -174,8 +176,9 @@ struct Loop<'o> {
     /// What the scripts reported spending (`cost_usd`), and whether any did.
     cost: f64,
     cost_reported: bool,
-    /// The failure that ended the run was marked permanent by its script:
-    /// no resume can help it, so the run is not kept.
+    /// The failure that ended the run was marked permanent by its script,
+    /// and its class is not one the user fixes outside the run: no resume
+    /// can help it, so the run is not kept.
     permanent: bool,
     /// Active time before this process took the run over (a resume), and
     /// when it did: downtime in between does not count (`--max-time`).
@@ -408,7 +411,15 @@ impl Loop<'_> {
                 None,
                 mark.class.as_deref(),
             );
-            self.permanent = mark.permanent;
+            // A permanent failure the user fixes outside the run (a key,
+            // credits, the allow-list, an install) stays resumable: the
+            // resume runs the step again once it is fixed.
+            let fixable = mark
+                .class
+                .as_deref()
+                .and_then(Class::from_name)
+                .is_some_and(Class::fixed_outside_the_run);
+            self.permanent = mark.permanent && !fixable;
             if !failure.retryable || attempt > self.opts.retry {
                 return Err(failure.error);
             }
@@ -786,9 +797,28 @@ struct Ended {
     active_ms: u64,
 }
 
+/// The agent settings in force: the inherited environment's, then the env
+/// files' over them, as the scripts see them (agent/settings.rs).
+fn agent_settings(files: &[(OsString, OsString)]) -> settings::Settings {
+    let inherited: Vec<(OsString, OsString)> = std::env::vars_os()
+        .filter(|(k, _)| k.as_encoded_bytes().starts_with(b"AGENT"))
+        .collect();
+    settings::in_force(
+        inherited
+            .iter()
+            .chain(files)
+            .map(|(k, v)| (k.as_os_str(), v.as_os_str())),
+    )
+}
+
 /// A new checkpoint for this run, when it can be kept (CLI runs with a
 /// home to keep it in and a project root that is text).
-fn new_keeper(run_id: &str, root: &Path, opts: &RunOptions) -> Option<Keeper> {
+fn new_keeper(
+    run_id: &str,
+    root: &Path,
+    opts: &RunOptions,
+    agent: settings::Settings,
+) -> Option<Keeper> {
     let dir = checkpoint::dir()?;
     let now = clock::now_ms();
     // Checked (and made) here; old checkpoints are pruned at most once a
@@ -823,6 +853,7 @@ fn new_keeper(run_id: &str, root: &Path, opts: &RunOptions) -> Option<Keeper> {
         started_ms: now,
         updated_ms: now,
         ended: None,
+        agent,
     };
     Some(Keeper::new(ckpt, record))
 }
@@ -849,6 +880,7 @@ fn run_loop(
     // The handlers are in place (SA_RESTART): reading an env file that is a
     // pipe must watch them, or an interrupt could not end it.
     let (d, vars) = prepare(project_root, opts, &mut signals)?;
+    let agent_now = agent_settings(&vars);
     let start = resolve::start(&d, &opts.target)?;
     if opts.max_iterations == Some(0) {
         // §7.1 step 4: validated, nothing runs, no version check.
@@ -890,8 +922,26 @@ fn run_loop(
     ];
     let terminal = observer.shares_terminal().then(Terminal::detect).flatten();
     report.loop_start(project_root, &opts.target, run_id);
+    // What the run was started with stays with it: a resume gives back
+    // the agent settings its shell does not set again.
+    let restored: Vec<(OsString, OsString)> = match (&resumed, ended.keeper.as_mut()) {
+        (Some(r), Some(keeper)) => {
+            let carried = settings::carry(&r.agent, &agent_now);
+            for line in settings::describe(&carried) {
+                messages::notice(&line);
+            }
+            let restored = carried
+                .restored
+                .iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect();
+            keeper.set_agent(carried.merged);
+            restored
+        }
+        _ => Vec::new(),
+    };
     if resumed.is_none() && observer.keeps_checkpoint() {
-        ended.keeper = new_keeper(run_id, project_root, opts);
+        ended.keeper = new_keeper(run_id, project_root, opts, agent_now);
     }
     // What loopx has below it before its first script is not the run's to
     // end; nor is the watcher, which ends the run if loopx dies. Every
@@ -915,7 +965,7 @@ fn run_loop(
         // The shim's pid is for loopx alone (proc/shim_parent.rs).
         env: ScriptEnv::new(
             std::env::vars_os().filter(|(k, _)| k != shim_parent::VAR),
-            &[&vars, &own],
+            &[&restored, &vars, &own],
         ),
         run_id: run_id.to_string(),
         budget_end: opts

@@ -73,6 +73,20 @@ impl Class {
         (20..30).contains(&self.exit_code())
     }
 
+    /// Permanent, but the user can fix it outside the run (a key, credits,
+    /// an admin, the allow-list, an install): the run is kept, and a
+    /// resume runs the step again.
+    pub fn fixed_outside_the_run(self) -> bool {
+        matches!(
+            self,
+            Class::Auth
+                | Class::Billing
+                | Class::Disabled
+                | Class::PermissionDenied
+                | Class::Missing
+        )
+    }
+
     /// The next attempt carries on the agent's session.
     pub fn resumable(self) -> bool {
         self.waits() || matches!(self, Class::TurnLimit | Class::Hung | Class::Crashed)
@@ -135,6 +149,8 @@ pub fn classify(
         (Class::PermissionDenied, Some(d)) => format!("it was denied {d}"),
         // A done step's stderr is chatter, not a reason.
         (Class::Done, _) => String::new(),
+        // Nothing said: how the process ended is the reason.
+        _ if reason.is_empty() => how_it_ended(end, f.finished),
         _ => reason,
     };
     Verdict {
@@ -219,6 +235,16 @@ fn failure(kind: Kind, f: &Facts, end: End, text: &str) -> Class {
         Class::InvalidRequest
     } else {
         Class::Crashed
+    }
+}
+
+/// A failure's reason when neither the stream nor stderr gave one.
+fn how_it_ended(end: End, finished: bool) -> String {
+    match end {
+        End::Exit(0) if !finished => "it exited 0 without finishing its turn".into(),
+        End::Exit(c) => format!("it exited with code {c}, saying nothing on stderr"),
+        End::Signal(n) => format!("it was ended by signal {n}"),
+        End::Hung => "it printed nothing for the idle timeout".into(),
     }
 }
 
@@ -362,6 +388,24 @@ mod tests {
         );
         assert_eq!(verdict(Kind::Claude, "", End::Hung, "").class, Hung);
         assert_eq!(verdict(Kind::Claude, "", End::Signal(9), "").class, Crashed);
+    }
+
+    #[test]
+    fn a_failure_that_said_nothing_is_told_by_how_it_ended() {
+        let reason = |end| verdict(Kind::Gemini, "", end, "").reason;
+        assert_eq!(reason(End::Signal(9)), "it was ended by signal 9");
+        assert_eq!(
+            reason(End::Exit(0)),
+            "it exited 0 without finishing its turn"
+        );
+        assert_eq!(
+            reason(End::Exit(1)),
+            "it exited with code 1, saying nothing on stderr"
+        );
+        assert_eq!(
+            verdict(Kind::Gemini, "", End::Exit(0), "").class,
+            Class::Crashed
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod progress;
 pub mod read;
 pub mod reset;
 pub mod run;
+pub mod settings;
 pub mod state;
 pub mod stream;
 pub mod summary;

@@ -275,6 +275,9 @@ struct Attempt {
 /// Runs the chain: each agent in turn while the previous one hit its usage
 /// limit; agents resting after a limit are skipped.
 fn chain(args: &Args, s: &Settings, prompt: &Path, signals: &mut Signals) -> i32 {
+    if let Some(code) = refused_before(args, s) {
+        return code;
+    }
     let mut last: Option<Attempt> = None;
     for (i, &kind) in s.chain.iter().enumerate() {
         if let Some(until) = state::resting_until(kind.name(), now()) {
@@ -343,6 +346,60 @@ fn chain(args: &Args, s: &Settings, prompt: &Path, signals: &mut Signals) -> i32
     });
     a.retry_after = Some(wait);
     finish(args, s, a)
+}
+
+/// Where a step's permission refusal is kept: what it was refused under
+/// ([`allow_key`]), then what was refused.
+fn refused_path(s: &Settings) -> PathBuf {
+    s.dir.join(format!("{}.refused", s.step))
+}
+
+/// What decides whether the agent may do what it was refused: the agents,
+/// the allow-list, the bypass and the extra arguments in force.
+fn allow_key(s: &Settings) -> String {
+    let mut allow = s.setup.allow.clone();
+    allow.sort();
+    let agents: Vec<&str> = s.chain.iter().map(|k| k.name()).collect();
+    format!(
+        "agents {}\ncmd {}\nunsafe {}\nargs {}\nallow {}\n",
+        agents.join(","),
+        s.cmd.as_deref().unwrap_or(""),
+        s.setup.unsafe_mode,
+        s.setup.extra.join(" "),
+        allow.join("\u{1f}")
+    )
+}
+
+/// A step refused a permission is not run again under the allow-list that
+/// refused it (a resume, a restart): it fails at once, as permanent, and
+/// says what to widen. Once the settings changed, it runs again.
+fn refused_before(args: &Args, s: &Settings) -> Option<i32> {
+    let path = refused_path(s);
+    let kept = state::read(&path)?;
+    let key = allow_key(s);
+    let Some(what) = kept.strip_prefix(&key) else {
+        let _ = fs::remove_file(&path);
+        return None;
+    };
+    say(
+        &s.label,
+        &format!(
+            "this step was refused a permission ({}) under the same settings: not run again. \
+             Allow what it needs with AGENT_ALLOW (or --allow), or set AGENT_UNSAFE=1 \
+             inside a sandbox (a container, a VM), then run it again (loopx resume)",
+            progress::escape(what.trim())
+        ),
+    );
+    if args.output {
+        print_out(&summary::output(
+            Class::PermissionDenied,
+            "",
+            None,
+            None,
+            None,
+        ));
+    }
+    Some(Class::PermissionDenied.exit_code())
 }
 
 /// Prints what the caller reads and returns the exit code.
@@ -514,6 +571,10 @@ fn attempt(s: &Settings, kind: Kind, prompt: &Path, signals: &mut Signals) -> Re
         &s.dir.join(format!("{}.last-class", s.step)),
         verdict.class.name(),
     );
+    if verdict.class == Class::PermissionDenied {
+        let what: String = verdict.reason.chars().take(300).collect();
+        let _ = state::write(&refused_path(s), &(allow_key(s) + &what));
+    }
     let resume_failed = resume.is_some()
         && !verdict.class.waits()
         && verdict.class != Class::Done

@@ -492,3 +492,73 @@ fn the_one_line_workflow_waits_on_a_limit_and_stops_when_done() {
         .join("iteration-1.wait-1.summary.json")
         .is_file());
 }
+
+/// The loop of the refusal tests: iteration 1 passes, iteration 2 runs
+/// the fake claude, which is refused `npm test` unless `AGENT_ALLOW`
+/// allows it (its arguments say so), and counts its starts.
+fn refusing_loop(p: &Project) {
+    p.file("PROMPT.md", "run the tests\n");
+    fake(
+        p,
+        "claude",
+        r#"echo start >> "$LOOPX_PROJECT_ROOT/starts"
+echo '{"type":"system","subtype":"init","session_id":"s-1"}'
+case "$*" in
+  *'Bash(npm test)'*) echo '{"type":"result","subtype":"success","is_error":false,"result":"tests pass\nLOOP_DONE","session_id":"s-1","total_cost_usd":0.01}' ;;
+  *) echo '{"type":"result","subtype":"success","is_error":false,"result":"I may not run the tests","session_id":"s-1","total_cost_usd":0.01,"permission_denials":[{"tool_name":"Bash","tool_use_id":"t1","tool_input":{"command":"npm test"}}]}' ;;
+esac"#,
+        0,
+    );
+    p.script(
+        "w",
+        "index.sh",
+        "[ \"$LOOPX_ITERATION\" = 1 ] && exit 0\n\
+         exec \"$LOOPX_BIN\" agent claude --output --done-line LOOP_DONE --prompt \"$LOOPX_PROJECT_ROOT/PROMPT.md\"\n",
+    );
+}
+
+/// docs/agent.md "Permission refusals": a refused step fails for good
+/// (not retried), the run stays resumable, and a resume under the same
+/// allow-list does not start the agent again; once AGENT_ALLOW allows
+/// what was refused, the resume runs it and the loop finishes.
+#[test]
+fn a_permission_refusal_blocks_a_resumed_step_only_while_its_allow_list_holds() {
+    let p = Project::new();
+    refusing_loop(&p);
+    let with = |r: crate::util::Run| {
+        r.env("PATH", path_with_bin(&p))
+            .env("XDG_STATE_HOME", p.path("state"))
+    };
+    with(p.loopx(&["run", "--retry", "2", "--retry-delay", "0", "w"]))
+        .env("AGENT_ALLOW", "make lint")
+        .status(1)
+        .stderr_contains("it was denied Bash npm test")
+        .stderr_contains("(permission_denied): permanent, not retried")
+        .stderr_contains("loopx: the run can be resumed: loopx resume ")
+        .stderr_any("the agent's progress lines")
+        .run();
+    assert_eq!(p.read("starts"), "start\n", "not retried");
+    // Resumed under the same allow-list (carried by the run): refused at
+    // once, without starting the agent.
+    with(p.loopx(&["resume"]))
+        .status(1)
+        .stderr_contains("AGENT_ALLOW='make lint'")
+        .stderr_contains(
+            "this step was refused a permission (it was denied Bash npm test) under the same \
+             settings: not run again",
+        )
+        .stderr_contains("loopx: the run can be resumed: loopx resume ")
+        .stderr_any("loopx's error line")
+        .run();
+    assert_eq!(p.read("starts"), "start\n", "the agent did not start");
+    // Widened: the resume runs the agent, which now may run the tests.
+    with(p.loopx(&["resume"]))
+        .env("AGENT_ALLOW", "make lint,npm test")
+        .stderr_contains(
+            "AGENT_ALLOW is 'make lint,npm test' now ('make lint' when the run started): \
+             the new value is used",
+        )
+        .stderr_any("the agent's progress lines")
+        .run();
+    assert_eq!(p.read("starts"), "start\nstart\n");
+}

@@ -311,3 +311,78 @@ impl Drop for KillOnDrop {
         }
     }
 }
+
+/// docs/agent.md "Resuming": the agent settings a run was started with
+/// (`AGENT`, `AGENT_*`, never secrets) are recorded with it; a resume from
+/// a shell that does not set them gets them back, and one that sets them
+/// again uses the new values, saying which changed.
+#[test]
+fn a_resume_keeps_the_agent_settings_the_run_was_started_with() {
+    let p = handoff();
+    p.script(
+        "w",
+        "b.sh",
+        "printf '%s %s %s\\n' \"${AGENT-unset}\" \"${AGENT_IDLE_TIMEOUT-unset}\" \"${AGENT_API_KEY-unset}\" >> \"$LOOPX_PROJECT_ROOT/seen\"\n\
+         [ -e \"$LOOPX_PROJECT_ROOT/broken\" ] && exit 3\n\
+         printf '{\"stop\":true}'\n",
+    );
+    b_fails(p.loopx(&["run", "w"]))
+        .env("AGENT", "gemini")
+        .env("AGENT_IDLE_TIMEOUT", "5m")
+        .env("AGENT_API_KEY", "sk-do-not-keep")
+        .run();
+    let id = &checkpoints(&p)[0];
+    let kept = fs::read_to_string(runs_dir(&p).join(format!("{id}.ckpt"))).expect("checkpoint");
+    assert!(kept.contains(r#""AGENT":"gemini""#), "{kept}");
+    assert!(
+        !kept.contains("sk-do-not-keep"),
+        "a secret was recorded: {kept}"
+    );
+    // From a shell without them: given back, and said.
+    b_fails(p.loopx(&["resume"]))
+        .env_remove("AGENT")
+        .stderr_contains(
+            "loopx: resumed with the agent settings the run was started with: \
+             AGENT=gemini, AGENT_IDLE_TIMEOUT=5m (set them to change them)\n",
+        )
+        .run();
+    // Set again: the new value wins, and the change is said.
+    fs::remove_file(p.path("broken")).expect("fix b");
+    p.loopx(&["resume"])
+        .env("AGENT", "codex")
+        .stderr_contains(
+            "loopx: AGENT is 'codex' now ('gemini' when the run started): the new value is used\n",
+        )
+        .stderr_contains("AGENT_IDLE_TIMEOUT=5m")
+        .run();
+    assert_eq!(
+        lines(&p, "seen"),
+        [
+            "gemini 5m sk-do-not-keep",
+            "gemini 5m unset",
+            "codex 5m unset"
+        ]
+    );
+}
+
+/// The same for a setting from the global env file: removed from it
+/// before the resume, it still holds for the run that started with it.
+#[test]
+fn a_resume_keeps_an_agent_setting_from_the_global_env_file() {
+    let p = handoff();
+    p.script(
+        "w",
+        "b.sh",
+        "echo \"${AGENT-unset}\" >> \"$LOOPX_PROJECT_ROOT/seen\"\n\
+         [ -e \"$LOOPX_PROJECT_ROOT/broken\" ] && exit 3\n\
+         printf '{\"stop\":true}'\n",
+    );
+    p.loopx(&["env", "set", "AGENT", "gemini"]).run();
+    b_fails(p.loopx(&["run", "w"])).run();
+    p.loopx(&["env", "remove", "AGENT"]).run();
+    fs::remove_file(p.path("broken")).expect("fix b");
+    p.loopx(&["resume"])
+        .stderr_contains("resumed with the agent settings the run was started with: AGENT=gemini")
+        .run();
+    assert_eq!(lines(&p, "seen"), ["gemini", "gemini"]);
+}
