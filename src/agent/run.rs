@@ -39,6 +39,8 @@ pub struct Args {
 
 /// How long to wait for the agent's group to end after SIGTERM.
 const GRACE: Duration = Duration::from_secs(3);
+/// The least time a CLI has for its first event (see `supervise`).
+const START_UP: Duration = Duration::from_secs(60);
 /// The longest stdout line parsed as an event (longer ones are kept, unread).
 const LINE_MAX: usize = 16 << 20;
 
@@ -709,6 +711,10 @@ fn supervise(
     let mut events = File::create(&p.events).ok();
     let mut lines = Lines::default();
     let mut last = Instant::now();
+    // Before its first event the CLI is starting (Node, auth, MCP servers;
+    // Gemini CLI takes about 8 s here), which is not a hang: a short
+    // --idle-timeout counts from the first event, within START_UP.
+    let mut limit = s.idle.max(START_UP);
     loop {
         let before = lines.buf.len();
         let eof = !matches!(
@@ -717,6 +723,7 @@ fn supervise(
         );
         if lines.buf.len() > before {
             last = Instant::now();
+            limit = s.idle;
             if let Some(e) = events.as_mut() {
                 let _ = e.write_all(&lines.buf[before..]);
             }
@@ -731,12 +738,12 @@ fn supervise(
             end_group(pgid, &mut child);
             return Err(128 + sig);
         }
-        if last.elapsed() >= s.idle {
+        if last.elapsed() >= limit {
             say(
                 &s.label,
                 &format!(
                     "no event from the agent for {}: ending it",
-                    crate::duration::format(s.idle)
+                    crate::duration::format(limit)
                 ),
             );
             end_group(pgid, &mut child);

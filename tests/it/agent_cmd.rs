@@ -254,6 +254,32 @@ fn a_hang_is_caught_by_the_idle_timeout_and_nothing_is_left() {
     procs::assert_group_gone(pid);
 }
 
+/// docs/agent.md: a CLI's start-up, before its first event, is not a hang
+/// (at least 60 s); the idle timeout counts from the first event.
+#[test]
+fn the_idle_timeout_counts_from_the_first_event() {
+    let p = Project::new();
+    agent(
+        &p,
+        &[
+            "--cmd",
+            "sleep 2; echo first; echo $$ > pid; sleep 600",
+            "--idle-timeout",
+            "1s",
+            "--output",
+        ],
+    )
+    .status(31)
+    .stdout("{\"class\":\"hung\"}\n")
+    .stderr_contains("no event from the agent for 1s: ending it")
+    .stderr_any("the agent's progress lines")
+    .timeout(Duration::from_secs(30))
+    .run();
+    // Ended after its first line, not during its 2 s start.
+    assert_eq!(p.read("runs/agent/step.events.jsonl"), "first\n");
+    procs::assert_group_gone(procs::read_pid(&p, "pid"));
+}
+
 #[test]
 fn a_missing_cli_is_permanent_and_says_how_to_install_it() {
     let p = Project::new();
