@@ -82,6 +82,58 @@ def measure(a, floors, rounds, warmup=1):
     return samples
 
 
+# A minimal OTLP/HTTP collector for the "hooks and trace export on"
+# variants: answers every POST with 200 and counts the spans it received
+# (printed on SIGTERM), so the row is known to have exported something.
+COLLECTOR = r"""
+import http.server, json, signal, sys
+spans = 0
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        global spans
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            for rs in json.loads(body).get("resourceSpans", []):
+                for ss in rs.get("scopeSpans", []):
+                    spans += len(ss.get("spans", []))
+        except ValueError:
+            pass
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+    def log_message(self, *a):
+        pass
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+def stop(*_):
+    print(spans, flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+print(srv.server_address[1], flush=True)
+srv.serve_forever()
+"""
+
+
+class Collector:
+    """COLLECTOR as a process of its own, off the bench's GIL."""
+
+    def __enter__(self):
+        self.proc = subprocess.Popen([sys.executable, "-c", COLLECTOR], stdout=subprocess.PIPE, text=True)
+        self.endpoint = f"http://127.0.0.1:{self.proc.stdout.readline().strip()}"
+        return self
+
+    def spans(self):
+        self.proc.terminate()
+        out, _ = self.proc.communicate(timeout=10)
+        return int(out.strip() or 0)
+
+    def __exit__(self, *exc):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
 def mib(kib):
     return "n/a" if kib is None else f"{kib / 1024:.1f} MiB"
 
@@ -172,6 +224,18 @@ def main():
             nodes.setdefault(platform_node(candidate), candidate)
     nodes = [nodes[v] for v in sorted(nodes, key=lambda v: [int(x) for x in v.split(".")])]
 
+    # "Hooks and trace export on": an event hook (it fires at the run's
+    # end here: no script fails) and OTLP export to a live collector, which
+    # gets a span per script run and one for the run.
+    HOOK = "cat >/dev/null"
+    WATCHED = " with `--on-event` and OTLP export"
+
+    def watched_env(c):
+        return {"OTEL_EXPORTER_OTLP_ENDPOINT": c.endpoint}
+
+    def spans_said(label, spans):
+        return f" ({spans} spans received)" if label == WATCHED else ""
+
     def b1():
         # B1: loopx version vs exec of /bin/true.
         true_bin = shutil.which("true") or "/bin/true"
@@ -198,15 +262,20 @@ def main():
             ([], ""),
             (["--timeout", "1h", "--retry", "3"], " `--timeout 1h --retry 3`"),
             (["--log", log], " `--log` (a file on disk)"),
+            (["--on-event", HOOK], WATCHED),
         ]:
-            s = measure(
-                Cmd("A", [loopx, "run", "-n", str(n2), *extra, "b2"], b2, env_base),
-                [floor],
-                rounds=3 if q else 10,
-            )
+            with Collector() as c:
+                env = dict(env_base, **(watched_env(c) if label == WATCHED else {}))
+                s = measure(
+                    Cmd("A", [loopx, "run", "-n", str(n2), *extra, "b2"], b2, env),
+                    [floor],
+                    rounds=3 if q else 10,
+                )
+                spans = c.spans()
             st = pair_stats(s, "A", "F", per=n2)
-            row(f"B2 bash loop, `-n {n2}`{label}", st, "ms/iter", "≤ 1.10× floor",
-                st["ratio"] <= 1.10, "bash loop")
+            exported = label != WATCHED or spans > 0
+            row(f"B2 bash loop, `-n {n2}`{label}{spans_said(label, spans)}", st, "ms/iter",
+                "≤ 1.10× floor", st["ratio"] <= 1.10 and exported, "bash loop")
 
     def b3():
         # B3: ping-pong through `$LOOPX_BIN output` vs the same loop with /bin/echo.
@@ -215,16 +284,22 @@ def main():
             ".loopx/b3/pong.sh": '"$LOOPX_BIN" output --result x\n',
         })
         echo = shutil.which("echo") or "/bin/echo"
-        s = measure(
-            Cmd("A", [loopx, "run", "-n", str(n2), "b3"], b3, env_base),
-            [Cmd("F", [bash, "-c",
-                       f'for i in $(seq {n2 // 2}); do o=$(bash index.sh); o=$(bash pong.sh); done'],
-                 os.path.join(b3, ".loopx/b3"), dict(env_base, LOOPX_BIN=echo))],
-            rounds=3 if q else 10,
-        )
-        st = pair_stats(s, "A", "F", per=n2)
-        row(f"B3 helper ping-pong, `-n {n2}`", st, "ms/iter", "≤ 1.15× floor", st["ratio"] <= 1.15,
-            "bash loop + /bin/echo")
+        floor = Cmd("F", [bash, "-c",
+                          f'for i in $(seq {n2 // 2}); do o=$(bash index.sh); o=$(bash pong.sh); done'],
+                    os.path.join(b3, ".loopx/b3"), dict(env_base, LOOPX_BIN=echo))
+        for extra, label in [([], ""), (["--on-event", HOOK], WATCHED)]:
+            with Collector() as c:
+                env = dict(env_base, **(watched_env(c) if label == WATCHED else {}))
+                s = measure(
+                    Cmd("A", [loopx, "run", "-n", str(n2), *extra, "b3"], b3, env),
+                    [floor],
+                    rounds=3 if q else 10,
+                )
+                spans = c.spans()
+            st = pair_stats(s, "A", "F", per=n2)
+            exported = label != WATCHED or spans > 0
+            row(f"B3 helper ping-pong, `-n {n2}`{label}{spans_said(label, spans)}", st, "ms/iter",
+                "≤ 1.15× floor", st["ratio"] <= 1.15 and exported, "bash loop + /bin/echo")
 
     def b45():
         # B4/B5: a JS and a TS script importing the helpers, run as the npm
