@@ -230,11 +230,22 @@ def main():
     HOOK = "cat >/dev/null"
     WATCHED = " with `--on-event` and OTLP export"
 
-    def watched_env(c):
-        return {"OTEL_EXPORTER_OTLP_ENDPOINT": c.endpoint}
-
-    def spans_said(label, spans):
-        return f" ({spans} spans received)" if label == WATCHED else ""
+    def loop_row(scenario, root, target, extra, watched, floor, budget, floor_label):
+        """`loopx run -n n2 <extra> <target>` against `floor`, per iteration;
+        `watched`: with OTLP export to a live collector, which must receive
+        spans for the row to pass."""
+        with Collector() as c:
+            env = dict(env_base, OTEL_EXPORTER_OTLP_ENDPOINT=c.endpoint) if watched else env_base
+            s = measure(
+                Cmd("A", [loopx, "run", "-n", str(n2), *extra, target], root, env),
+                [floor],
+                rounds=3 if q else 10,
+            )
+            spans = c.spans()
+        st = pair_stats(s, "A", "F", per=n2)
+        said = f" ({spans} spans received)" if watched else ""
+        row(scenario + said, st, "ms/iter", f"≤ {budget:.2f}× floor",
+            st["ratio"] <= budget and (spans > 0 or not watched), floor_label)
 
     def b1():
         # B1: loopx version vs exec of /bin/true.
@@ -264,18 +275,8 @@ def main():
             (["--log", log], " `--log` (a file on disk)"),
             (["--on-event", HOOK], WATCHED),
         ]:
-            with Collector() as c:
-                env = dict(env_base, **(watched_env(c) if label == WATCHED else {}))
-                s = measure(
-                    Cmd("A", [loopx, "run", "-n", str(n2), *extra, "b2"], b2, env),
-                    [floor],
-                    rounds=3 if q else 10,
-                )
-                spans = c.spans()
-            st = pair_stats(s, "A", "F", per=n2)
-            exported = label != WATCHED or spans > 0
-            row(f"B2 bash loop, `-n {n2}`{label}{spans_said(label, spans)}", st, "ms/iter",
-                "≤ 1.10× floor", st["ratio"] <= 1.10 and exported, "bash loop")
+            loop_row(f"B2 bash loop, `-n {n2}`{label}", b2, "b2", extra, label == WATCHED, floor,
+                     1.10, "bash loop")
 
     def b3():
         # B3: ping-pong through `$LOOPX_BIN output` vs the same loop with /bin/echo.
@@ -288,18 +289,8 @@ def main():
                           f'for i in $(seq {n2 // 2}); do o=$(bash index.sh); o=$(bash pong.sh); done'],
                     os.path.join(b3, ".loopx/b3"), dict(env_base, LOOPX_BIN=echo))
         for extra, label in [([], ""), (["--on-event", HOOK], WATCHED)]:
-            with Collector() as c:
-                env = dict(env_base, **(watched_env(c) if label == WATCHED else {}))
-                s = measure(
-                    Cmd("A", [loopx, "run", "-n", str(n2), *extra, "b3"], b3, env),
-                    [floor],
-                    rounds=3 if q else 10,
-                )
-                spans = c.spans()
-            st = pair_stats(s, "A", "F", per=n2)
-            exported = label != WATCHED or spans > 0
-            row(f"B3 helper ping-pong, `-n {n2}`{label}{spans_said(label, spans)}", st, "ms/iter",
-                "≤ 1.15× floor", st["ratio"] <= 1.15 and exported, "bash loop + /bin/echo")
+            loop_row(f"B3 helper ping-pong, `-n {n2}`{label}", b3, "b3", extra, label == WATCHED,
+                     floor, 1.15, "bash loop + /bin/echo")
 
     def b45():
         # B4/B5: a JS and a TS script importing the helpers, run as the npm

@@ -85,7 +85,8 @@ pub fn run_help(project_root: &Path) -> String {
     let dir = discovery::loopx_dir(project_root);
     if !discovery::has_loopx_dir(project_root) {
         crate::messages::warn(&format!(
-            "no .loopx/ directory in {}; create one with `mkdir -p .loopx/<workflow>`",
+            "no .loopx/ directory in {}; `loopx init` writes a workflow to start from, \
+             or create one with `mkdir -p .loopx/<workflow>`",
             project_root.display()
         ));
         return out;

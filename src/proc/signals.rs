@@ -115,8 +115,7 @@ pub struct Events {
 /// forwarded to the group with the grace period, and the exit code is
 /// 128 + N. Not SIGPIPE (the Rust runtime ignores it), not SIGXFSZ (loopx
 /// writes files with it ignored), nor the synchronous faults.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-pub const ENDING: [i32; 11] = [
+pub const ENDING: &[i32] = &[
     libc::SIGHUP,
     libc::SIGINT,
     libc::SIGQUIT,
@@ -127,20 +126,9 @@ pub const ENDING: [i32; 11] = [
     libc::SIGVTALRM,
     libc::SIGPROF,
     libc::SIGXCPU,
+    // Linux's power-failure signal; other systems have none by that name.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
     libc::SIGPWR,
-];
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub const ENDING: [i32; 10] = [
-    libc::SIGHUP,
-    libc::SIGINT,
-    libc::SIGQUIT,
-    libc::SIGTERM,
-    libc::SIGUSR1,
-    libc::SIGUSR2,
-    libc::SIGALRM,
-    libc::SIGVTALRM,
-    libc::SIGPROF,
-    libc::SIGXCPU,
 ];
 
 /// The signal the kernel sends loopx when the npm shim dies
@@ -243,7 +231,7 @@ impl Blocked {
         unsafe {
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
-            for sig in ENDING {
+            for &sig in ENDING {
                 libc::sigaddset(&mut set, sig);
             }
             let mut old: libc::sigset_t = std::mem::zeroed();
@@ -320,7 +308,7 @@ impl Signals {
         // put back to ignored before any can be caught (and setting
         // SIG_IGN discards one pending). 2 + 12 system calls in all.
         let blocked = Blocked::ending();
-        for sig in ENDING {
+        for &sig in ENDING {
             catch_unless_ignored(sig)?;
         }
         // Without SA_NOCLDSTOP, stops are reported too: a script stopped by

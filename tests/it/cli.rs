@@ -1044,7 +1044,9 @@ fn run_help_without_loopx_dir_warns_and_omits_the_workflow_section() {
     let bare = Project::bare();
     let o = bare
         .loopx(&["run", "-h"])
-        .stderr_contains(".loopx")
+        .stderr_contains("no .loopx/ directory in ")
+        // The first hour: the way to a first workflow is named.
+        .stderr_contains("`loopx init` writes a workflow to start from")
         .stdout_contains("Usage: loopx run ")
         .run();
     assert!(o.stderr.to_lowercase().contains("warning"), "{}", o.stderr);
