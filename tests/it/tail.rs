@@ -27,6 +27,19 @@ fn only_id(p: &Project) -> String {
     ids[0].clone()
 }
 
+/// Waits until the tail `pid` has a run's kept lines open: it follows.
+fn wait_following(pid: i32) {
+    let fds = PathBuf::from(format!("/proc/{pid}/fd"));
+    wait_until("tail opens the run's lines", || {
+        fs::read_dir(&fds).is_ok_and(|d| {
+            d.flatten().any(|e| {
+                fs::read_link(e.path())
+                    .is_ok_and(|t| t.to_string_lossy().ends_with(".events.jsonl"))
+            })
+        })
+    });
+}
+
 /// A workflow that counts to 3 with goto, then stops.
 fn counter(p: &Project) {
     p.script(
@@ -118,15 +131,7 @@ fn tail_follows_a_live_run_until_it_ends_with_its_code() {
         .stderr(&format!("loopx: resume it with: loopx resume {id}\n"))
         .start();
     // tail has the run's file open: it is following.
-    let fds = PathBuf::from(format!("/proc/{}/fd", tail.pid()));
-    wait_until("tail opens the run's lines", || {
-        fs::read_dir(&fds).is_ok_and(|d| {
-            d.flatten().any(|e| {
-                fs::read_link(e.path())
-                    .is_ok_and(|t| t.to_string_lossy().ends_with(".events.jsonl"))
-            })
-        })
-    });
+    wait_following(tail.pid());
     fs::write(p.path("go"), "").expect("go");
     run.finish();
     tail.finish();
@@ -293,6 +298,34 @@ fn a_resumed_run_goes_on_in_the_same_lines() {
         .stdout_contains(&format!("run {id} resumed at iteration 2"))
         .stdout_contains("run ended: stop")
         .run();
+}
+
+/// issue 33: `loopx tail` follows a run while it is resumed: it starts
+/// with what the run did before, and ends with the resumed run's end.
+#[test]
+fn tail_follows_a_run_while_it_is_resumed() {
+    let p = Project::new();
+    let id = failed_once(&p);
+    // The resumed script holds until told to go on.
+    p.script(
+        "w",
+        "index.sh",
+        "echo x > \"$LOOPX_PROJECT_ROOT/started\"\n\
+         while [ ! -e \"$LOOPX_PROJECT_ROOT/go\" ]; do sleep 0.05; done\n\
+         printf '{\"stop\":true}'\n",
+    );
+    let resumed = p.loopx(&["resume"]).start();
+    wait_for_file(&p.path("started"));
+    let tail = p
+        .loopx(&["tail"])
+        .stdout_contains("run ended: script_failed")
+        .stdout_contains(&format!("run {id} resumed at iteration 2"))
+        .stdout_contains("run ended: stop")
+        .start();
+    wait_following(tail.pid());
+    fs::write(p.path("go"), "").expect("go");
+    resumed.finish();
+    tail.finish();
 }
 
 #[test]
