@@ -401,6 +401,21 @@ fn live_runs(dir: &Path) -> Vec<Live> {
     found
 }
 
+/// The ids of the live runs of the project at `root`, the most recently
+/// started first: from the status files, one per live run, so finding them
+/// costs the same however many runs are kept (`loopx tail`).
+pub fn live_in(root: &str) -> Vec<String> {
+    let Ok(Some(dir)) = dir_to_list() else {
+        return Vec::new();
+    };
+    live_runs(&dir)
+        .iter()
+        .rev()
+        .filter(|l| text_of(&l.value, "root") == root)
+        .map(|l| text_of(&l.value, "run_id").to_string())
+        .collect()
+}
+
 /// `loopx status [--json]`: the live runs, then the resumable ones.
 pub fn list(as_json: bool) -> Result<(), Error> {
     let runs = dir_to_list()?.map(|d| live_runs(&d)).unwrap_or_default();

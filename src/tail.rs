@@ -24,6 +24,7 @@ use crate::json::{self, Value};
 use crate::messages;
 use crate::proc::sys;
 use crate::state_file;
+use crate::status;
 use crate::text::shown;
 
 /// How long to sleep between polls of a live run.
@@ -58,23 +59,25 @@ pub fn run(id: Option<&str>, as_json: bool) -> Result<(), Error> {
     }
 }
 
-/// The runs whose lines are kept in `dir`, most recently written first.
+/// The runs whose lines are kept in `dir`, most recently written first:
+/// one `fstatat` each, relative to the open directory (full-path `lstat`s
+/// spent most of their time in path lookup), nothing opened; only the
+/// user's regular files.
 fn kept_runs(dir: &Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let wanted = |name: &str| {
+        name.strip_suffix(".events.jsonl")
+            .is_some_and(checkpoint::valid_id)
+    };
+    let Ok(entries) = sys::stat_entries(dir, wanted) else {
         return Vec::new();
     };
+    let uid = sys::uid();
     let mut runs: Vec<(i64, String)> = entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let id = name
-                .strip_suffix(".events.jsonl")
-                .filter(|id| checkpoint::valid_id(id))?;
-            let meta = e.path().symlink_metadata().ok()?;
-            Some((
-                meta.mtime() * 1000 + meta.mtime_nsec() / 1_000_000,
-                id.to_string(),
-            ))
+        .into_iter()
+        .filter(|(_, st)| st.regular && st.uid == uid)
+        .map(|(mut name, st)| {
+            name.truncate(name.len() - ".events.jsonl".len());
+            (st.mtime_ms, name)
         })
         .collect();
     runs.sort_by(|a, b| b.cmp(a));
@@ -113,30 +116,33 @@ fn by_id(dir: &Path, given: &str) -> Result<String, Error> {
     }
 }
 
-/// The current project's latest live run, else its latest run.
+/// The current project's latest live run, else its latest run. The live
+/// ones are found by their status files, not by opening every kept run's
+/// lines (10,000 kept runs took 210 ms that way); the latest one is the
+/// first of the project's in the kept runs, newest first.
 fn latest_of_project(dir: &Path) -> Result<String, Error> {
     let root = std::env::current_dir()
         .map_err(|e| Error::io("cannot determine the current directory", e))?;
     let root = root.to_string_lossy();
-    let mut latest = None;
-    for id in kept_runs(dir) {
-        let Ok(file) = state_file::open(&events_kept::path(dir, &id), u64::MAX) else {
-            continue;
+    let ours = |id: &str, live: bool| {
+        let Ok(file) = state_file::open(&events_kept::path(dir, id), u64::MAX) else {
+            return false;
         };
-        if project_of(&file).as_deref() != Some(&*root) {
-            continue;
-        }
-        if held(&file) {
-            return Ok(id);
-        }
-        latest.get_or_insert(id);
+        project_of(&file).as_deref() == Some(&*root) && (!live || held(&file))
+    };
+    let live = status::live_in(&root);
+    if let Some(id) = live.into_iter().find(|id| ours(id, true)) {
+        return Ok(id);
     }
-    latest.ok_or_else(|| Error::NoRunToTail {
-        what: format!(
-            "of {} is kept (runs keep their events for 30 days)",
-            shown(&root)
-        ),
-    })
+    kept_runs(dir)
+        .into_iter()
+        .find(|id| ours(id, false))
+        .ok_or_else(|| Error::NoRunToTail {
+            what: format!(
+                "of {} is kept (runs keep their events for 30 days)",
+                shown(&root)
+            ),
+        })
 }
 
 /// The project root a kept file's first line names.
