@@ -431,10 +431,15 @@ impl Tracer {
         error: Option<&str>,
     ) {
         let status = error.map(|m| Object::default().num("code", 2).str("message", m).finish());
-        let span = Object::default()
+        let mut span = Object::default()
             .str("traceId", &self.trace_id)
-            .str("spanId", &open.id)
-            .opt_str("parentSpanId", parent.as_deref())
+            .str("spanId", &open.id);
+        // A root span has no parentSpanId at all: `null` is not an id (and
+        // OTLP/JSON readers that decode ids as hex choke on it).
+        if let Some(parent) = parent.as_deref() {
+            span = span.str("parentSpanId", parent);
+        }
+        let span = span
             .str("name", name)
             .num("kind", 1)
             .str("startTimeUnixNano", &open.start_ns.to_string())

@@ -58,14 +58,24 @@ fn spans(server: &Server) -> Vec<Value> {
         .iter()
         .map(|r| String::from_utf8_lossy(&r.body).into_owned())
         .collect();
+    parse(&bodies)
+}
+
+/// Where scripts/test.sh installs opentelemetry-proto and trustme.
+fn python_otel() -> std::path::PathBuf {
     let py = ci_cache().join("python-otel");
     assert!(
         py.is_dir(),
-        "{} is missing: scripts/test.sh installs opentelemetry-proto there",
+        "{} is missing: scripts/test.sh installs opentelemetry-proto and trustme there",
         py.display()
     );
+    py
+}
+
+/// Request bodies parsed by the official definitions: one JSON per span.
+fn parse(bodies: &[String]) -> Vec<Value> {
     let mut cmd = Command::new("python3");
-    cmd.args(["-c", CHECK]).env("PYTHONPATH", &py);
+    cmd.args(["-c", CHECK]).env("PYTHONPATH", python_otel());
     let out = Run::command(cmd)
         .stdin(
             serde_json::to_string(&bodies)
@@ -215,4 +225,102 @@ fn nothing_is_sent_unless_asked_for_over_http_json() {
         .stderr("tp=inherited\n")
         .run();
     assert!(server.requests().is_empty());
+}
+
+/// The trace and run span of each run span among `spans`, in order.
+fn run_spans(spans: &[Value]) -> Vec<&Value> {
+    spans
+        .iter()
+        .filter(|s| s["name"] == "loopx run w")
+        .collect()
+}
+
+#[test]
+fn a_resumed_run_continues_its_trace_unless_it_inherits_one() {
+    let server = Server::new().expect("server");
+    server.route("/v1/traces", Response::ok(""));
+    // index hands over to b, which fails while `broken` exists.
+    let p = Project::new();
+    p.script("w", "index.sh", "printf '{\"goto\":\"b\"}'\n")
+        .script(
+            "w",
+            "b.sh",
+            "printf '%s\\n' \"$TRACEPARENT\" >> \"$LOOPX_PROJECT_ROOT/tp.txt\"\n\
+             [ -e \"$LOOPX_PROJECT_ROOT/broken\" ] && exit 3\nprintf '{\"stop\":true}'\n",
+        )
+        .file("broken", "");
+    let traced = |r: Run| r.env("OTEL_EXPORTER_OTLP_ENDPOINT", server.url());
+    traced(p.loopx(&["run", "w"]))
+        .status(1)
+        .stderr_contains("loopx: the run can be resumed: loopx resume ")
+        .run();
+    let first = spans(&server);
+    // Resumed in a traced job (still failing): the inherited trace wins.
+    traced(p.loopx(&["resume"]))
+        .env("TRACEPARENT", format!("00-{TRACE}-{PARENT}-01"))
+        .status(1)
+        .stderr_contains("loopx: the run can be resumed: loopx resume ")
+        .run();
+    let all = spans(&server);
+    let second = &all[first.len()..];
+    // Then resumed without one, and it finishes.
+    std::fs::remove_file(p.path("broken")).expect("fix b");
+    traced(p.loopx(&["resume"])).run();
+    let all = spans(&server);
+    let third = &all[first.len() + second.len()..];
+
+    let names = |s: &[Value]| -> Vec<String> {
+        s.iter()
+            .map(|s| s["name"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    assert_eq!(names(&first), ["w:index", "w:b", "loopx run w"]);
+    assert_eq!(names(second), ["w:b", "loopx run w"]);
+    assert_eq!(names(third), ["w:b", "loopx run w"]);
+    let trace = first[0]["trace"].as_str().unwrap_or("").to_string();
+    assert_eq!(trace.len(), 32, "{first:?}");
+    assert_ne!(trace, TRACE);
+    // The first and the last run: one trace, a run span each, the scripts
+    // under their own run's span; only the resumed one says it is.
+    for (spans, resumed) in [(&first[..], false), (third, true)] {
+        let run = run_spans(spans)[0];
+        assert_eq!(run["parent"], "", "{run}");
+        assert_eq!(
+            run["attrs"].get("loopx.resumed").is_some(),
+            resumed,
+            "{run}"
+        );
+        if resumed {
+            assert_eq!(run["attrs"]["loopx.resumed"], true);
+        }
+        for s in spans {
+            assert_eq!(s["trace"], trace.as_str(), "{s}");
+            assert_eq!(
+                s["attrs"]["loopx.run_id"],
+                first[0]["attrs"]["loopx.run_id"]
+            );
+            if s["name"] != "loopx run w" {
+                assert_eq!(s["parent"], run["id"], "{s}");
+            }
+        }
+    }
+    assert_ne!(run_spans(&first)[0]["id"], run_spans(third)[0]["id"]);
+    // The inherited context: the resumed run under it, in its trace.
+    let run = run_spans(second)[0];
+    assert_eq!(run["parent"], PARENT);
+    assert_eq!(run["attrs"]["loopx.resumed"], true);
+    for s in second {
+        assert_eq!(s["trace"], TRACE, "{s}");
+    }
+    // What b saw each time: its own span, in the trace of its run.
+    let tp: Vec<String> = p.read("tp.txt").lines().map(str::to_string).collect();
+    let want: Vec<String> = [
+        (&trace, &first[1]),
+        (&TRACE.to_string(), &second[0]),
+        (&trace, &third[0]),
+    ]
+    .iter()
+    .map(|(t, s)| format!("00-{t}-{}-01", s["id"].as_str().unwrap_or("")))
+    .collect();
+    assert_eq!(tp, want);
 }
