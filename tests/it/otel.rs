@@ -324,3 +324,239 @@ fn a_resumed_run_continues_its_trace_unless_it_inherits_one() {
     .collect();
     assert_eq!(tp, want);
 }
+
+/// An OTLP/HTTPS collector on 127.0.0.1 with a throw-away CA (trustme):
+/// writes `ca.pem` into `dir`, appends each request to `requests.jsonl`,
+/// prints its port, and ends when its stdin closes.
+const HTTPS_COLLECTOR: &str = r#"
+import json, os, ssl, sys, threading, trustme
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+out = sys.argv[1]
+ca = trustme.CA()
+ca.cert_pem.write_to_path(os.path.join(out, "ca.pem"))
+ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+ca.issue_cert("127.0.0.1", "localhost").configure_cert(ctx)
+lock = threading.Lock()
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        rec = {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
+               "body": body.decode()}
+        with lock, open(os.path.join(out, "requests.jsonl"), "a") as f:
+            f.write(json.dumps(rec) + "\n")
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    def handle_error(self, request, address):
+        pass  # an untrusting client's aborted handshake
+server = Server(("127.0.0.1", 0), Handler)
+# The handshake in the request's thread, not in accept.
+server.socket = ctx.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
+print(server.server_address[1], flush=True)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+sys.stdin.read()
+"#;
+
+/// The HTTPS collector, ended (killed and reaped) on drop.
+struct Https {
+    child: std::process::Child,
+    dir: TempDir,
+    port: u16,
+}
+
+impl Https {
+    fn start() -> Https {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        let dir = TempDir::new("otel-https");
+        let mut child = Command::new("python3")
+            .args(["-c", HTTPS_COLLECTOR])
+            .arg(dir.path())
+            .env("PYTHONPATH", python_otel())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the HTTPS collector");
+        let mut line = String::new();
+        if let Some(out) = child.stdout.take() {
+            let _ = std::io::BufReader::new(out).read_line(&mut line);
+        }
+        let port = line.trim().parse();
+        let mut https = Https {
+            child,
+            dir,
+            port: 0,
+        };
+        https.port = port.unwrap_or_else(|e| panic!("the HTTPS collector's port ({e}): {line:?}"));
+        https
+    }
+
+    fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    fn ca(&self) -> std::path::PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
+    /// The requests so far: path, headers (lower-case names), body.
+    fn requests(&self) -> Vec<Value> {
+        let text =
+            std::fs::read_to_string(self.dir.path().join("requests.jsonl")).unwrap_or_default();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    }
+}
+
+impl Drop for Https {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A `curl` first on PATH that logs its arguments to `argv.txt` in `dir`
+/// (what /proc/<pid>/cmdline shows any user) and runs the real one.
+fn logging_curl(dir: &std::path::Path) -> String {
+    let real = which("curl").expect("curl on PATH");
+    let log = dir.join("argv.txt");
+    write_executable(
+        &dir.join("bin/curl"),
+        &format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" >> {}\nexec {} \"$@\"\n",
+            sh_quote(&log.to_string_lossy()),
+            sh_quote(&real.to_string_lossy())
+        ),
+    );
+    let path = std::env::var("PATH").unwrap_or_default();
+    format!("{}:{path}", dir.join("bin").display())
+}
+
+/// A proxy nobody listens on, set every way curl reads one (environment,
+/// ~/.curlrc): the export must go around it.
+fn with_dead_proxy(p: &Project, run: Run) -> Run {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let proxy = format!("http://127.0.0.1:{port}");
+    p.file(".curlrc", &format!("proxy = \"{proxy}\"\n"));
+    let _ = std::fs::copy(p.path(".curlrc"), p.home().join(".curlrc"));
+    let mut run = run.env_remove("NO_PROXY").env_remove("no_proxy");
+    for k in ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"] {
+        run = run.env(k, &proxy);
+    }
+    run
+}
+
+#[test]
+fn spans_go_to_an_https_collector_trusted_through_its_ca_file() {
+    let https = Https::start();
+    let p = project();
+    let path = logging_curl(p.root());
+    let secret = "s3cr3t \"quoted\" \\ value";
+    let run = p
+        .loopx(&["run", "w"])
+        .env("PATH", &path)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", https.url())
+        .env(
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "x-token=s3cr3t%20%22quoted%22%20%5C%20value",
+        )
+        // The signal-specific file wins over the general one (missing).
+        .env("OTEL_EXPORTER_OTLP_CERTIFICATE", p.path("no-such-ca.pem"))
+        .env("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", https.ca())
+        .env_remove("TRACEPARENT");
+    let out = with_dead_proxy(&p, run)
+        .status(1)
+        .stderr_contains("loopx: error: script w:b exited with code 3; stopping the loop\n")
+        .stderr_lacks("warning")
+        .run();
+    let requests = https.requests();
+    assert!(!requests.is_empty(), "{out}");
+    for r in &requests {
+        assert_eq!(r["path"], "/v1/traces");
+        assert_eq!(r["headers"]["x-token"], secret);
+        assert_eq!(r["headers"]["content-type"], "application/json");
+    }
+    let bodies: Vec<String> = requests
+        .iter()
+        .map(|r| r["body"].as_str().unwrap_or("").to_string())
+        .collect();
+    let spans = parse(&bodies);
+    let names: Vec<&str> = spans.iter().filter_map(|s| s["name"].as_str()).collect();
+    assert_eq!(names, ["w:index", "w:b", "loopx run w"], "{spans:?}");
+    for s in &spans[..2] {
+        assert_eq!(s["parent"], spans[2]["id"], "{s}");
+        assert_eq!(s["trace"], spans[2]["trace"], "{s}");
+    }
+    assert_eq!(spans[2]["attrs"]["loopx.exit_code"], 1);
+    // curl's command line (what any user sees in /proc) holds no header,
+    // and it reads no ~/.curlrc (-q first).
+    let argv = p.read("argv.txt");
+    assert!(!argv.contains("s3cr3t"), "{argv}");
+    assert!(!argv.contains("x-token"), "{argv}");
+    assert!(argv.starts_with("-q\n"), "{argv}");
+    assert_eq!(argv.matches("-q\n").count(), requests.len(), "{argv}");
+}
+
+#[test]
+fn an_untrusted_or_unreadable_ca_sends_nothing_says_so_once_and_changes_no_exit_code() {
+    let https = Https::start();
+    // No CA given: curl does not trust the collector's certificate.
+    let p = Project::new();
+    p.script("w", "index.sh", "echo plain\n");
+    let t0 = Instant::now();
+    let out = p
+        .loopx(&["run", "-n", "3", "w"])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", https.url())
+        .env("OTEL_EXPORTER_OTLP_HEADERS", "x-token=s3cr3t")
+        .env_remove("OTEL_EXPORTER_OTLP_CERTIFICATE")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE")
+        .stderr(
+            "loopx: warning: traces could not be sent to the OTLP endpoint (its certificate \
+             is not trusted: see OTEL_EXPORTER_OTLP_CERTIFICATE); no more are sent this run\n",
+        )
+        .run();
+    assert!(t0.elapsed() < Duration::from_secs(6), "{out}");
+    assert!(!out.stderr.contains("s3cr3t"));
+    // The same, failing: its exit code is the script's.
+    let p = Project::new();
+    p.script("w", "index.sh", "exit 4\n");
+    p.loopx(&["run", "w"])
+        .env(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            https.url() + "/v1/traces",
+        )
+        .status(1)
+        .stderr_contains("loopx: error: script w:index exited with code 4")
+        .stderr_contains("its certificate is not trusted")
+        .run();
+    // A CA file that is not there, or not a file: one note, nothing sent.
+    for (ca, problem) in [
+        (p.path("missing.pem"), "No such file or directory"),
+        (p.root().to_path_buf(), "not a file"),
+    ] {
+        let out = p
+            .loopx(&["run", "-n", "2", "w"])
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", https.url())
+            .env("OTEL_EXPORTER_OTLP_CERTIFICATE", &ca)
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE")
+            .env("LOOPX_TEST_UNUSED", "")
+            .status(1)
+            .stderr_contains(&format!(
+                "loopx: warning: OTEL_EXPORTER_OTLP_CERTIFICATE does not name a readable CA \
+                 file ({problem}"
+            ))
+            .stderr_contains("loopx: error: script w:index exited with code 4")
+            .run();
+        assert_eq!(out.stderr.matches("warning").count(), 1, "{out}");
+        assert!(!out.stderr.contains(&*ca.to_string_lossy()), "{out}");
+    }
+    assert_eq!(https.requests(), Vec::<Value>::new());
+}
