@@ -160,27 +160,52 @@ fn each_run_and_script_is_a_span_linked_to_its_parent() {
 
 #[test]
 fn a_dead_or_hanging_collector_does_not_hold_the_loop_up() {
-    // A closed port, and one that accepts (the backlog) and never answers.
+    // A closed port, and one that accepts (the backlog) and never answers,
+    // over http:// and (a TLS handshake that never comes) https://.
     let closed = {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind");
         l.local_addr().expect("addr").port()
     };
     let hanging = TcpListener::bind("127.0.0.1:0").expect("bind");
     let hanging_port = hanging.local_addr().expect("addr").port();
-    for port in [closed, hanging_port] {
-        let p = Project::new();
-        p.script("w", "index.sh", "echo plain\n");
-        let t0 = Instant::now();
-        let out = p
-            .loopx(&["run", "-n", "5", "w"])
-            .env(
-                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-                format!("http://127.0.0.1:{port}/v1/traces"),
-            )
-            .stderr_contains("traces could not be sent to the OTLP endpoint")
-            .run();
-        assert_eq!(out.stderr.lines().count(), 1, "{out}");
-        assert!(t0.elapsed() < Duration::from_secs(6), "{out}");
+    for scheme in ["http", "https"] {
+        for port in [closed, hanging_port] {
+            let p = Project::new();
+            p.script(
+                "w",
+                "index.sh",
+                "date +%s%N >> \"$LOOPX_PROJECT_ROOT/times\"\necho plain\n",
+            );
+            let t0 = Instant::now();
+            let out = p
+                .loopx(&["run", "-n", "5", "w"])
+                .env(
+                    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                    format!("{scheme}://127.0.0.1:{port}/v1/traces"),
+                )
+                .stderr_contains("traces could not be sent to the OTLP endpoint")
+                .run();
+            assert_eq!(out.stderr.lines().count(), 1, "{out}");
+            // The run's end waits for the last request, at most 4 s.
+            assert!(
+                t0.elapsed() < Duration::from_secs(7),
+                "{scheme} {port}: {out}"
+            );
+            // The loop itself never waited on the collector: five scripts
+            // in well under one request's time (export runs on its own
+            // thread, docs/watching.md "Traces").
+            let times: Vec<u128> = p
+                .read("times")
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .collect();
+            assert_eq!(times.len(), 5);
+            let spread = Duration::from_nanos((times[4] - times[0]) as u64);
+            assert!(
+                spread < Duration::from_millis(900),
+                "{scheme} {port}: {spread:?}"
+            );
+        }
     }
     drop(hanging);
 }
