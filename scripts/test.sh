@@ -129,15 +129,16 @@ if [ ! -x "$py/bin/shellcheck" ] || ! python3 -c 'import yaml' 2>/dev/null; then
 fi
 
 # The official OTLP protobuf definitions (opentelemetry-proto, with
-# protobuf), which tests/it/otel.rs parses loopx's exported spans with; in a
-# directory of their own, off PYTHONPATH.
+# protobuf), which tests/it/otel.rs parses loopx's exported spans with, and
+# trustme (a throw-away CA and server certificate for its HTTPS collector);
+# in a directory of their own, off PYTHONPATH.
 otel_py="$tools/python-otel"
 if ! PYTHONPATH="$otel_py" python3 -c \
-  'import opentelemetry.proto.collector.trace.v1.trace_service_pb2, google.protobuf.json_format' \
+  'import opentelemetry.proto.collector.trace.v1.trace_service_pb2, google.protobuf.json_format, trustme' \
   2>/dev/null; then
-  echo "== installing opentelemetry-proto into $otel_py"
+  echo "== installing opentelemetry-proto and trustme into $otel_py"
   PIP_ROOT_USER_ACTION=ignore quietly python3 -m pip install --upgrade --target "$otel_py" \
-    --disable-pip-version-check --no-input "opentelemetry-proto>=1.20" "protobuf>=4"
+    --disable-pip-version-check --no-input "opentelemetry-proto>=1.20" "protobuf>=4" "trustme>=1.1"
 fi
 
 # ------------------------------------ validators (tests/it/fleet.rs, issue 27)

@@ -1,20 +1,30 @@
 //! OpenTelemetry traces (docs/watching.md "Traces"): with an OTLP endpoint
 //! in the environment, a span per run and per script run (and per wait),
 //! sent over OTLP/HTTP JSON at each script's end and at the run's end.
-//! `http://` is a small HTTP/1.1 POST here, `https://` goes through curl.
+//! `http://` is a small HTTP/1.1 POST here, `https://` goes through curl
+//! (as downloads do, DESIGN.md "Beyond the spec": no TLS crate). Requests
+//! go out from a thread of their own, so the loop never waits on a
+//! collector; only the run's end waits, bounded, for the last one.
 //! Best effort and bounded: short timeouts, and after one failure a note
 //! and no more exports this run. Unset, nothing is sent and nothing changes.
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::json::{self, Object};
 use crate::messages;
 
 const CONNECT: Duration = Duration::from_secs(1);
 const IO: Duration = Duration::from_secs(2);
+/// The most one request may take, from its start (docs/watching.md
+/// "Traces": at most 4 s); also how long the run's end waits for the last.
+const REQUEST: Duration = Duration::from_secs(4);
 
 /// Where and how spans go, from the standard `OTEL_*` variables.
 struct Config {
@@ -22,6 +32,9 @@ struct Config {
     headers: Vec<(String, String)>,
     /// The resource's attributes, as OTLP JSON key-values.
     resource: Vec<String>,
+    /// A CA file to trust for `https://` (`OTEL_EXPORTER_OTLP_CERTIFICATE`),
+    /// checked readable: curl's `cacert`.
+    cacert: Option<String>,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -54,6 +67,11 @@ impl Config {
             );
             return None;
         }
+        let cacert = if url.starts_with("https://") {
+            Some(certificate()?).filter(|c| !c.is_empty())
+        } else {
+            None
+        };
         let mut headers = pairs("OTEL_EXPORTER_OTLP_HEADERS");
         headers.extend(pairs("OTEL_EXPORTER_OTLP_TRACES_HEADERS"));
         // No header may break the request's lines.
@@ -74,8 +92,37 @@ impl Config {
             url,
             headers,
             resource,
+            cacert,
         })
     }
+}
+
+/// The CA file named by `OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE`, else by
+/// `OTEL_EXPORTER_OTLP_CERTIFICATE` (the signal-specific one wins, as for
+/// every `OTEL_*` pair), or "" when neither is set; None (after one note)
+/// when it names no readable file: with the wrong trust, nothing is sent
+/// (docs/watching.md "Traces"). The note names the variable, not its value.
+fn certificate() -> Option<String> {
+    let (name, path) = [
+        "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+        "OTEL_EXPORTER_OTLP_CERTIFICATE",
+    ]
+    .into_iter()
+    .find_map(|n| var(n).map(|v| (n, v)))
+    .unwrap_or(("", String::new()));
+    if path.is_empty() {
+        return Some(path);
+    }
+    let path = path.trim().to_string();
+    let problem = match std::fs::File::open(&path).and_then(|f| f.metadata()) {
+        Ok(m) if m.is_file() => return Some(path),
+        Ok(_) => "not a file".to_string(),
+        Err(e) => e.to_string(),
+    };
+    messages::warn(&format!(
+        "{name} does not name a readable CA file ({problem}): no traces are sent"
+    ));
+    None
 }
 
 /// `k=v,k2=v2` with percent-encoded values (the W3C baggage form the
@@ -115,6 +162,7 @@ pub enum Val<'a> {
     S(&'a str),
     I(i64),
     F(f64),
+    B(bool),
 }
 
 /// One OTLP JSON key-value.
@@ -123,6 +171,7 @@ fn attr(key: &str, v: Val) -> String {
         Val::S(s) => Object::default().str("stringValue", s),
         Val::I(n) => Object::default().str("intValue", &n.to_string()),
         Val::F(f) => Object::default().raw("doubleValue", &json::number_json(f)),
+        Val::B(b) => Object::default().bool("boolValue", b),
     };
     Object::default()
         .str("key", key)
@@ -142,6 +191,29 @@ fn random_hex(n: usize) -> String {
         }
     }
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The trace id of a run that inherited no `TRACEPARENT`: a function of its
+/// run id alone, so that `loopx resume` (same run id) carries the same trace
+/// on (docs/watching.md "Traces"). FNV-1a over 128 bits, then a mixing step
+/// so that every bit of the run id moves every bit of the id. It must never
+/// change: a run begun by one loopx may be resumed by the next.
+fn trace_id_of(run_id: &str) -> String {
+    const BASIS: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
+    const MIX: u128 = 0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835;
+    let mut h = BASIS;
+    for b in b"loopx trace ".iter().chain(run_id.as_bytes()) {
+        h ^= u128::from(*b);
+        h = h.wrapping_mul(PRIME);
+    }
+    h ^= h >> 64;
+    h = h.wrapping_mul(MIX);
+    h ^= h >> 59;
+    h = h.wrapping_mul(MIX);
+    h ^= h >> 64;
+    // W3C trace context: an all-zero trace id is invalid.
+    format!("{:032x}", h.max(1))
 }
 
 fn now_ns() -> u128 {
@@ -174,21 +246,23 @@ struct Open {
     start_ns: u128,
 }
 
-/// The run's trace: its spans, and the exports.
+/// The run's trace: its spans, and the exporter that sends them.
 pub struct Tracer {
-    config: Config,
     trace_id: String,
     /// The inherited `TRACEPARENT`'s span: the run span's parent.
     parent: Option<String>,
     run: Open,
     run_id: String,
     target: String,
+    /// `loopx resume` carries this run on: said on its run span.
+    resumed: bool,
     script: Option<Open>,
-    /// Ended spans not sent yet.
+    /// Ended spans not handed to the exporter yet.
     pending: Vec<String>,
     /// Waits so far, in milliseconds.
     waited_ms: u64,
-    /// An export failed: no more are tried this run.
+    exporter: Exporter,
+    /// An export failed and that was said: nothing more is handed over.
     dead: bool,
 }
 
@@ -211,12 +285,22 @@ impl Tracer {
         let inherited = std::env::var("TRACEPARENT")
             .ok()
             .and_then(|t| parse_traceparent(&t));
+        // An inherited context wins, at resume too: loopx joins the trace
+        // it was started in. Else the run id names the trace.
         let (trace_id, parent) = match inherited {
             Some((trace, parent)) => (trace, Some(parent)),
-            None => (random_hex(16), None),
+            None => (trace_id_of(run_id), None),
+        };
+        let exporter = match Exporter::start(config) {
+            Ok(e) => e,
+            Err(e) => {
+                messages::warn(&format!(
+                    "traces cannot be sent (no thread to send them from: {e})"
+                ));
+                return None;
+            }
         };
         Some(Tracer {
-            config,
             trace_id,
             parent,
             run: Open {
@@ -225,11 +309,19 @@ impl Tracer {
             },
             run_id: run_id.to_string(),
             target: target.to_string(),
+            resumed: false,
             script: None,
             pending: Vec::new(),
             waited_ms: 0,
+            exporter,
             dead: false,
         })
+    }
+
+    /// This run is one `loopx resume` carries on: a new run span in the
+    /// same trace, marked `loopx.resumed`.
+    pub fn resumed(&mut self) {
+        self.resumed = true;
     }
 
     /// The `TRACEPARENT` of the script span begun last.
@@ -284,7 +376,8 @@ impl Tracer {
         self.flush();
     }
 
-    /// The run's end: its span, and every span left, sent.
+    /// The run's end: its span, and every span left, sent; waits for the
+    /// exporter at most [`REQUEST`] (docs/watching.md "Traces").
     pub fn run_end(
         &mut self,
         exit_code: i32,
@@ -301,6 +394,9 @@ impl Tracer {
             attr("loopx.wait_ms", Val::I(self.waited_ms as i64)),
         ];
         attrs.extend(cost_usd.map(|c| attr("loopx.cost_usd", Val::F(c))));
+        if self.resumed {
+            attrs.push(attr("loopx.resumed", Val::B(true)));
+        }
         let run = Open {
             id: self.run.id.clone(),
             start_ns: self.run.start_ns,
@@ -309,6 +405,8 @@ impl Tracer {
         let error = (exit_code != 0).then_some(reason);
         self.end_span_with_parent(&run, &name, self.parent.clone(), now_ns(), &attrs, error);
         self.flush();
+        self.exporter.finish(Instant::now() + REQUEST);
+        self.say_failure();
     }
 
     fn end_span(
@@ -333,10 +431,15 @@ impl Tracer {
         error: Option<&str>,
     ) {
         let status = error.map(|m| Object::default().num("code", 2).str("message", m).finish());
-        let span = Object::default()
+        let mut span = Object::default()
             .str("traceId", &self.trace_id)
-            .str("spanId", &open.id)
-            .opt_str("parentSpanId", parent.as_deref())
+            .str("spanId", &open.id);
+        // A root span has no parentSpanId at all: `null` is not an id (and
+        // OTLP/JSON readers that decode ids as hex choke on it).
+        if let Some(parent) = parent.as_deref() {
+            span = span.str("parentSpanId", parent);
+        }
+        let span = span
             .str("name", name)
             .num("kind", 1)
             .str("startTimeUnixNano", &open.start_ns.to_string())
@@ -347,35 +450,23 @@ impl Tracer {
         self.pending.push(span);
     }
 
-    /// Sends the pending spans in one request; on failure they are dropped,
-    /// said once, and no further export is tried.
+    /// Hands the pending spans to the exporter, which sends them while the
+    /// loop goes on; a failure it met since is said here, on this thread
+    /// (one note, between the loop's own lines).
     fn flush(&mut self) {
+        self.say_failure();
         let spans = std::mem::take(&mut self.pending);
-        if self.dead || spans.is_empty() {
+        if !self.dead && !spans.is_empty() {
+            self.exporter.send(spans);
+        }
+    }
+
+    /// Says the exporter's failure, once; nothing more is handed over.
+    fn say_failure(&mut self) {
+        if self.dead {
             return;
         }
-        let scope = Object::default()
-            .str("name", "loopx")
-            .str("version", env!("CARGO_PKG_VERSION"))
-            .finish();
-        let scope_spans = Object::default()
-            .raw("scope", &scope)
-            .raw("spans", &format!("[{}]", spans.join(",")))
-            .finish();
-        let resource = format!("{{\"attributes\":[{}]}}", self.config.resource.join(","));
-        let body = Object::default()
-            .raw(
-                "resourceSpans",
-                &format!(
-                    "[{}]",
-                    Object::default()
-                        .raw("resource", &resource)
-                        .raw("scopeSpans", &format!("[{scope_spans}]"))
-                        .finish()
-                ),
-            )
-            .finish();
-        if let Err(why) = post(&self.config, &body) {
+        if let Some(why) = self.exporter.failure() {
             self.dead = true;
             messages::warn(&format!(
                 "traces could not be sent to the OTLP endpoint ({why}); \
@@ -385,15 +476,186 @@ impl Tracer {
     }
 }
 
-/// One POST of `body` to the endpoint, bounded in time.
-fn post(c: &Config, body: &str) -> Result<(), String> {
-    match c.url.strip_prefix("http://") {
-        Some(rest) => post_http(rest, c, body),
-        None => post_curl(c, body),
+/// What the loop hands the exporter's thread.
+enum Job {
+    Spans(Vec<String>),
+    /// The run's end: send what is left by then, then stop.
+    End(Instant),
+}
+
+/// The thread that sends spans (module comment: off the loop's path).
+struct Exporter {
+    jobs: Sender<Job>,
+    /// Why an export failed, once one has: the thread stops sending.
+    failed: Arc<Mutex<Option<String>>>,
+    /// Closed (the sender dropped) when the thread is done.
+    done: Receiver<()>,
+    finished: bool,
+}
+
+impl Exporter {
+    fn start(config: Config) -> std::io::Result<Exporter> {
+        let (jobs, queue) = mpsc::channel();
+        let (done_tx, done) = mpsc::channel::<()>();
+        let failed = Arc::new(Mutex::new(None));
+        let failure = Arc::clone(&failed);
+        std::thread::Builder::new()
+            .name("loopx-otel".into())
+            .spawn(move || {
+                // Signals are the loop's (proc/sys.rs); curl, spawned from
+                // here, gets the default mask back from std.
+                crate::proc::sys::block_signals_in_this_thread();
+                export(&config, &queue, &failure);
+                drop(done_tx);
+            })?;
+        Ok(Exporter {
+            jobs,
+            failed,
+            done,
+            finished: false,
+        })
+    }
+
+    fn send(&self, spans: Vec<String>) {
+        // The thread gone (it never panics on purpose): nothing to do.
+        let _ = self.jobs.send(Job::Spans(spans));
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failed.lock().ok().and_then(|f| f.clone())
+    }
+
+    /// Tells the thread to send what is left by `deadline`, and waits for
+    /// it until then (and a little: it keeps the deadline itself). A thread
+    /// still busy after that is left to the process's exit.
+    fn finish(&mut self, deadline: Instant) {
+        if std::mem::replace(&mut self.finished, true) {
+            return;
+        }
+        if self.jobs.send(Job::End(deadline)).is_err() {
+            return;
+        }
+        let wait = deadline.saturating_duration_since(Instant::now()) + Duration::from_millis(500);
+        // Err(Disconnected) is the thread's end; Err(Timeout) gives up.
+        let _ = self.done.recv_timeout(wait);
     }
 }
 
-fn post_http(rest: &str, c: &Config, body: &str) -> Result<(), String> {
+impl Drop for Exporter {
+    /// A run that ended without `run_end` (an error on the way out) still
+    /// leaves no curl behind it: the thread is told to stop, briefly.
+    fn drop(&mut self) {
+        self.finish(Instant::now() + Duration::from_secs(1));
+    }
+}
+
+/// The exporter thread: takes every job queued so far, sends their spans in
+/// one request, again until the run's end. After a failure it sends
+/// nothing more; a request that curl never answered because it was killed
+/// (loopx ending a script ends its other children too, proc/supervisor.rs)
+/// is not the collector's failure: its spans go with the next one.
+fn export(config: &Config, queue: &Receiver<Job>, failed: &Mutex<Option<String>>) {
+    let mut spans: Vec<String> = Vec::new();
+    let mut dead = false;
+    loop {
+        let mut end = None;
+        let mut closed = false;
+        let mut take = |job| match job {
+            Job::Spans(s) => spans.extend(s),
+            Job::End(at) => end = Some(at),
+        };
+        match queue.recv() {
+            Ok(job) => take(job),
+            Err(_) => closed = true,
+        }
+        while let Ok(job) = queue.try_recv() {
+            take(job);
+        }
+        if !dead && !spans.is_empty() {
+            let now = Instant::now();
+            let deadline = end.map_or(now + REQUEST, |at: Instant| at.min(now + REQUEST));
+            let body = request_body(config, &spans);
+            let problem = match post(config, &body, deadline) {
+                Ok(()) => None,
+                Err(Failure::Cut) if end.is_none() && !closed => {
+                    continue;
+                }
+                Err(Failure::Cut) => Some("curl was ended before it answered".to_string()),
+                Err(Failure::Said(why)) => Some(why),
+            };
+            spans.clear();
+            if let Some(why) = problem {
+                dead = true;
+                if let Ok(mut f) = failed.lock() {
+                    *f = Some(why);
+                }
+            }
+        }
+        spans.clear();
+        if end.is_some() || closed {
+            return;
+        }
+    }
+}
+
+/// One OTLP/JSON `ExportTraceServiceRequest` of `spans`.
+fn request_body(config: &Config, spans: &[String]) -> String {
+    let scope = Object::default()
+        .str("name", "loopx")
+        .str("version", env!("CARGO_PKG_VERSION"))
+        .finish();
+    let scope_spans = Object::default()
+        .raw("scope", &scope)
+        .raw("spans", &format!("[{}]", spans.join(",")))
+        .finish();
+    let resource = format!("{{\"attributes\":[{}]}}", config.resource.join(","));
+    Object::default()
+        .raw(
+            "resourceSpans",
+            &format!(
+                "[{}]",
+                Object::default()
+                    .raw("resource", &resource)
+                    .raw("scopeSpans", &format!("[{scope_spans}]"))
+                    .finish()
+            ),
+        )
+        .finish()
+}
+
+/// Why a request did not go through.
+enum Failure {
+    /// curl ended with no answer at all (killed by a signal).
+    Cut,
+    /// The collector's fault, or the network's: said in the note.
+    Said(String),
+}
+
+impl From<String> for Failure {
+    fn from(s: String) -> Failure {
+        Failure::Said(s)
+    }
+}
+
+/// One POST of `body` to the endpoint, over by `deadline`.
+fn post(c: &Config, body: &str, deadline: Instant) -> Result<(), Failure> {
+    match c.url.strip_prefix("http://") {
+        Some(rest) => Ok(post_http(rest, c, body, deadline)?),
+        None => post_curl(c, body, deadline),
+    }
+}
+
+/// The time left until `deadline`, capped at `cap`; an error once it is up
+/// (a zero timeout would mean "none" to the socket calls).
+fn left(deadline: Instant, cap: Duration) -> Result<Duration, String> {
+    let left = deadline.saturating_duration_since(Instant::now()).min(cap);
+    if left < Duration::from_millis(1) {
+        return Err("timed out".into());
+    }
+    Ok(left)
+}
+
+fn post_http(rest: &str, c: &Config, body: &str, deadline: Instant) -> Result<(), String> {
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
@@ -412,8 +674,8 @@ fn post_http(rest: &str, c: &Config, body: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot resolve the host: {e}"))?;
     let mut last = "no address for the host".to_string();
     for addr in addrs {
-        match TcpStream::connect_timeout(&addr, CONNECT) {
-            Ok(stream) => return exchange(stream, host_port, path, c, body),
+        match TcpStream::connect_timeout(&addr, left(deadline, CONNECT)?) {
+            Ok(stream) => return exchange(stream, host_port, path, c, body, deadline),
             Err(e) => last = format!("cannot connect: {e}"),
         }
     }
@@ -426,9 +688,10 @@ fn exchange(
     path: &str,
     c: &Config,
     body: &str,
+    deadline: Instant,
 ) -> Result<(), String> {
-    s.set_write_timeout(Some(IO)).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(IO)).map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(left(deadline, IO)?))
+        .map_err(|e| e.to_string())?;
     let mut req = format!(
         "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\nConnection: close\r\n",
@@ -443,7 +706,11 @@ fn exchange(
         .map_err(|e| format!("cannot send: {e}"))?;
     let mut head = Vec::new();
     let mut buf = [0u8; 512];
+    // Each read bounded by what is left: a collector that trickles its
+    // answer a byte at a time still ends by the deadline.
     while !head.contains(&b'\n') && head.len() < 4096 {
+        s.set_read_timeout(Some(left(deadline, IO)?))
+            .map_err(|e| e.to_string())?;
         match s.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => head.extend_from_slice(&buf[..n]),
@@ -459,39 +726,140 @@ fn exchange(
     }
 }
 
-/// `https://` through curl, its settings on stdin (no header on its
-/// command line for `ps` to show).
-fn post_curl(c: &Config, body: &str) -> Result<(), String> {
-    let quote = |s: &str| {
-        let mut q = String::from("\"");
-        q.push_str(&s.replace('\\', "\\\\").replace('"', "\\\""));
-        q.push('"');
-        q
-    };
+/// curl's config-file quoting: `"..."` with `\` and `"` escaped.
+fn quote(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// What curl is told on its stdin: all but its fixed options. Headers (which
+/// may carry a token) are here, never on its command line, where any user
+/// could read them in /proc (docs/watching.md "Traces").
+fn curl_config(c: &Config, body: &str) -> String {
     let mut config = format!("url = {}\n", quote(&c.url));
+    // The collector is reached directly, as the `http://` one is: a proxy
+    // from the environment would see the spans and the headers.
+    config.push_str("noproxy = \"*\"\n");
+    if let Some(ca) = &c.cacert {
+        config.push_str(&format!("cacert = {}\n", quote(ca)));
+    }
     config.push_str("header = \"Content-Type: application/json\"\n");
     for (k, v) in &c.headers {
         config.push_str(&format!("header = {}\n", quote(&format!("{k}: {v}"))));
     }
+    // The body is JSON: it starts with `{`, never with the `@` that would
+    // make curl read a file.
     config.push_str(&format!("data-binary = {}\n", quote(body)));
+    config
+}
+
+/// `https://` through curl, bounded by its `--max-time` and, should it
+/// overrun, by a kill at `deadline`. Its answer is read from its stdout
+/// (`-w`), not its exit status: the loop reaps every child of loopx
+/// (proc/process.rs reap_all), this one included, whenever it likes.
+fn post_curl(c: &Config, body: &str, deadline: Instant) -> Result<(), Failure> {
+    let max = left(deadline, REQUEST)?;
     let mut child = Command::new("curl")
-        .args(["-sSf", "-o", "/dev/null", "--connect-timeout", "1"])
-        .args(["--max-time", "4", "--proto", "=https", "-K", "-"])
+        // `-q` first: no ~/.curlrc (a proxy, a trace file, other options).
+        .args([
+            "-q",
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{exitcode}",
+        ])
+        .args(["--connect-timeout", "1", "--proto", "=https"])
+        .arg("--max-time")
+        .arg(format!("{:.3}", max.as_secs_f64()))
+        .args(["-K", "-"])
+        // Its own process group: a Ctrl-C at the terminal, sent to loopx's
+        // group, leaves the export of the run's last spans to finish.
+        .process_group(0)
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot run curl: {e}"))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(config.as_bytes());
+    let answer = converse(&mut child, curl_config(c, body).as_bytes(), deadline);
+    let Some(answer) = answer else {
+        let _ = child.kill();
+        return Err(Failure::Said("timed out".into()));
+    };
+    let answer = String::from_utf8_lossy(&answer);
+    let mut words = answer.split_whitespace();
+    let (status, code) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    match (status, code) {
+        ("", _) => Err(Failure::Cut),
+        (s, _) if s.starts_with('2') && s.len() == 3 => Ok(()),
+        ("000", "60") => Err(Failure::Said(
+            "its certificate is not trusted: see OTEL_EXPORTER_OTLP_CERTIFICATE".into(),
+        )),
+        ("000", "28") => Err(Failure::Said("timed out".into())),
+        ("000", c) if !c.is_empty() => Err(Failure::Said(format!("curl exited with code {c}"))),
+        ("000", _) => Err(Failure::Said("curl could not reach it".into())),
+        (s, _) => Err(Failure::Said(format!(
+            "HTTP status {}",
+            crate::text::shown(s)
+        ))),
     }
-    match child.wait() {
-        Ok(s) if s.success() => Ok(()),
-        Ok(s) => Err(match s.code() {
-            Some(code) => format!("curl exited with code {code}"),
-            None => "curl was killed by a signal".into(),
-        }),
-        Err(e) => Err(format!("cannot wait for curl: {e}")),
+}
+
+/// Writes `input` to the child's stdin and reads its stdout to its end, both
+/// at once (a large body need not fit in the pipe), until `deadline`: the
+/// output (at most a few hundred bytes are kept), or None when time ran out.
+fn converse(child: &mut Child, mut input: &[u8], deadline: Instant) -> Option<Vec<u8>> {
+    let mut stdin = child.stdin.take();
+    let mut stdout = child.stdout.take()?;
+    if let Some(fd) = stdin.as_ref().map(AsRawFd::as_raw_fd) {
+        // SAFETY: fcntl on a descriptor this function owns (the pipe to
+        // curl); only O_NONBLOCK is added, so a full pipe never blocks.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+    }
+    let mut out = Vec::new();
+    let mut buf = [0u8; 256];
+    loop {
+        let wait = left(deadline, REQUEST).ok()?;
+        let mut fds = [
+            libc::pollfd {
+                fd: stdout.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: stdin.as_ref().map_or(-1, AsRawFd::as_raw_fd),
+                events: libc::POLLOUT,
+                revents: 0,
+            },
+        ];
+        let ms = wait.as_millis().clamp(1, 60_000) as libc::c_int;
+        // SAFETY: `fds` is a valid array of two pollfd (a negative fd is
+        // skipped by poll).
+        if unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) } < 0 {
+            // EINTR (signals are blocked here, so hardly) or worse: again,
+            // bounded by the deadline.
+            continue;
+        }
+        if fds[1].revents != 0 {
+            match stdin.as_mut().map(|s| s.write(input)) {
+                Some(Ok(n)) if n < input.len() => input = &input[n..],
+                Some(Err(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                // All written (closing stdin ends curl's config), or curl
+                // gone (EPIPE): its stdout tells.
+                _ => stdin = None,
+            }
+        }
+        if fds[0].revents != 0 {
+            match stdout.read(&mut buf) {
+                Ok(0) => return Some(out),
+                Ok(n) if out.len() < 512 => out.extend_from_slice(&buf[..n]),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return Some(out),
+            }
+        }
     }
 }
 
@@ -519,6 +887,44 @@ mod tests {
         ] {
             assert_eq!(parse_traceparent(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_runs_trace_id_is_a_fixed_function_of_its_run_id() {
+        let id = trace_id_of("0123456789abcdef");
+        // Pinned: a run begun by this loopx may be resumed by a later one,
+        // whose spans must land in the same trace.
+        assert_eq!(id, "bc05a7338f9a0bb68bb34cea54842210");
+        assert_eq!(trace_id_of("0123456789abcdef"), id);
+        let other = trace_id_of("0123456789abcdee");
+        assert_ne!(other, id);
+        // Valid as a W3C trace id, and one bit of the run id moves many.
+        for t in [&id, &other] {
+            assert!(parse_traceparent(&format!("00-{t}-00f067aa0ba902b7-01")).is_some());
+        }
+        let a = u128::from_str_radix(&id, 16).unwrap_or(0);
+        let b = u128::from_str_radix(&other, 16).unwrap_or(0);
+        assert!((a ^ b).count_ones() > 32, "{id} {other}");
+        assert_eq!(trace_id_of("").len(), 32);
+    }
+
+    #[test]
+    fn curl_is_told_the_secrets_on_stdin_and_no_proxy() {
+        let c = Config {
+            url: "https://h/v1/traces".into(),
+            headers: vec![("x-token".into(), "s\\e\"cret".into())],
+            resource: Vec::new(),
+            cacert: Some("/ca dir/ca.pem".into()),
+        };
+        let text = curl_config(&c, "{\"a\":\"\\n\"}");
+        assert_eq!(
+            text,
+            "url = \"https://h/v1/traces\"\nnoproxy = \"*\"\n\
+             cacert = \"/ca dir/ca.pem\"\n\
+             header = \"Content-Type: application/json\"\n\
+             header = \"x-token: s\\\\e\\\"cret\"\n\
+             data-binary = \"{\\\"a\\\":\\\"\\\\n\\\"}\"\n"
+        );
     }
 
     #[test]

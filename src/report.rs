@@ -249,6 +249,9 @@ impl Reporter {
     /// same run id.
     pub fn run_resume(&mut self, target: &str, options: &str, root: &Path, iteration: u64) {
         self.iterations = iteration.saturating_sub(1);
+        if let Some(trace) = &mut self.trace {
+            trace.resumed();
+        }
         let Some(log) = &mut self.log else { return };
         let line = log
             .line("run_resume")
