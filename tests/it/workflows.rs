@@ -181,7 +181,7 @@ fn write_exe(path: &Path, text: &str) {
     util::write_executable(path, text);
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let o = Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c"])
         .arg("init.defaultBranch=main")
@@ -204,20 +204,20 @@ fn git(dir: &Path, args: &[&str]) -> String {
 
 /// A project with workflows installed from the served release, fake CLIs
 /// on PATH (`claude`, `codex` and `gh`), and their state directories.
-struct Lab {
-    p: Project,
+pub(crate) struct Lab {
+    pub(crate) p: Project,
     server: Server,
     /// Where the fakes live (first on PATH).
-    tools: PathBuf,
+    pub(crate) tools: PathBuf,
     /// $FAKE_AGENT: replies/<n>, calls, args-<n>, cwd-<n>, prompt-<n>.
-    agent: PathBuf,
+    pub(crate) agent: PathBuf,
     /// $FAKE_GH: issues/, origin.git, calls, fail.
     gh: PathBuf,
 }
 
 impl Lab {
     /// A lab with `workflows` installed (`-w` each), or all of them (none).
-    fn new(workflows: &[&str]) -> Lab {
+    pub(crate) fn new(workflows: &[&str]) -> Lab {
         let p = Project::bare();
         let server = Server::serve_dir(release()).expect("serve the release");
         let scratch = p.root().parent().expect("temp dir").to_path_buf();
@@ -260,12 +260,12 @@ impl Lab {
     }
 
     /// `loopx <args>` in the project.
-    fn loopx(&self, args: &[&str]) -> Run {
+    pub(crate) fn loopx(&self, args: &[&str]) -> Run {
         self.with_fakes(self.p.loopx(args))
     }
 
     /// The agent's answer to its `n`-th call (`0`: every call without one).
-    fn reply(&self, n: usize, script: &str) -> &Lab {
+    pub(crate) fn reply(&self, n: usize, script: &str) -> &Lab {
         let name = if n == 0 {
             "default".to_string()
         } else {
@@ -275,18 +275,18 @@ impl Lab {
         self
     }
 
-    fn agent_calls(&self) -> usize {
+    pub(crate) fn agent_calls(&self) -> usize {
         fs::read_to_string(self.agent.join("calls"))
             .map(|s| s.trim().parse().expect("a count"))
             .unwrap_or(0)
     }
 
-    fn agent_file(&self, kind: &str, n: usize) -> String {
+    pub(crate) fn agent_file(&self, kind: &str, n: usize) -> String {
         let f = self.agent.join(format!("{kind}-{n}"));
         fs::read_to_string(&f).unwrap_or_else(|e| panic!("read {}: {e}", f.display()))
     }
 
-    fn prompt(&self, n: usize) -> String {
+    pub(crate) fn prompt(&self, n: usize) -> String {
         self.agent_file("prompt", n)
     }
 }
@@ -294,7 +294,7 @@ impl Lab {
 // ------------------------------------------------------------ the run log
 
 /// The run log's lines, each parsed.
-fn events(path: &Path) -> Vec<Value> {
+pub(crate) fn events(path: &Path) -> Vec<Value> {
     let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     text.lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
@@ -303,7 +303,7 @@ fn events(path: &Path) -> Vec<Value> {
 
 /// The path a run took: the target of every script_start, with `#<n>` for
 /// attempt n > 1. Several runs in one log are separated by "|".
-fn path_taken(log: &Path) -> Vec<String> {
+pub(crate) fn path_taken(log: &Path) -> Vec<String> {
     let mut path = Vec::new();
     for e in events(log) {
         match e["event"].as_str() {
@@ -1776,13 +1776,29 @@ fn issue_runner_starts_an_issue_at_most_max_starts_per_hour() {
     assert_eq!(lab.labels(8), ["agent:needs-human"]);
 }
 
+/// A PATH with the system's programs but not gh (which a machine that runs
+/// tests/it/gh_forge.rs has in /usr/bin): links to /usr/bin's and /bin's.
+fn path_without_gh(lab: &Lab) -> PathBuf {
+    let dir = lab.p.root().parent().expect("temp dir").join("no-gh-bin");
+    fs::create_dir_all(&dir).expect("mkdir no-gh-bin");
+    for sys in ["/usr/bin", "/bin"] {
+        for name in names_in(Path::new(sys)) {
+            let link = dir.join(&name);
+            if name != "gh" && link.symlink_metadata().is_err() {
+                std::os::unix::fs::symlink(Path::new(sys).join(&name), link).expect("symlink");
+            }
+        }
+    }
+    dir
+}
+
 #[test]
 fn issue_runner_reports_every_missing_setting_and_a_missing_gh_at_once() {
     let lab = three_issues();
     // No REPO, no ALLOWED_AUTHORS, a bad MAX_STARTS_PER_HOUR, and no gh on
     // PATH: one run names all four, and how to get gh.
     lab.loopx(&["run", "issue-runner"])
-        .env("PATH", "/usr/bin:/bin")
+        .env("PATH", path_without_gh(&lab))
         .env("MAX_STARTS_PER_HOUR", "x")
         .status(1)
         .stdout("")
@@ -1824,7 +1840,8 @@ fn issue_runner_needs_a_repo_and_an_allow_list() {
 
 /// An agent's answer that commits a line to fix.txt on the branch issue-3
 /// of its clone and pushes it, then routes `done`.
-const PUSH_FIX: &str = "git checkout -q -B issue-3 && date +%s%N >>fix.txt && git add fix.txt && \
+pub(crate) const PUSH_FIX: &str =
+    "git checkout -q -B issue-3 && date +%s%N >>fix.txt && git add fix.txt && \
      git -c user.name=a -c user.email=a@a commit -qm \"fix $(wc -l <fix.txt)\" && \
      git push -q origin issue-3 2>/dev/null && echo pushed && echo 'ROUTE: done'";
 

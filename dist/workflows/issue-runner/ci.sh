@@ -126,8 +126,9 @@ checks=$(forge pr checks "$branch" -R "$repo" 2>"$run_dir/ci.stderr")
 status=$?
 cat "$run_dir/ci.stderr" >&2
 # gh prints a row per check, tab-separated: name, state (pass, fail,
-# pending, skipping, cancel), elapsed time, link; it exits 1 when one
-# failed and 8 while some are pending, so the rows decide, not the code.
+# pending, skipping, cancel), elapsed time, link. Its exit code tells less
+# (gh 2.23 exits 1 for failing and for pending checks, newer ones 8 for
+# pending), so the rows decide.
 rows=$(printf '%s\n' "$checks" | awk -F'\t' 'NF >= 2 && $1 != "" { print $2 "\t" $1 }')
 names_in() { printf '%s\n' "$rows" | awk -F'\t' -v want="$1" 'index(want, " " $1 " ") { print $2 }' | paste -sd, - | sed 's/,/, /g'; }
 failing=$(names_in " fail cancel ")
