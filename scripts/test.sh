@@ -11,7 +11,8 @@
 #   - rustfmt, clippy and the host's musl target (rustup)
 #
 # Each is installed once and skipped when already there. Tools that need root
-# (git, curl, wget, python3 with pip, Node with npm, Rust) are only checked.
+# (git, curl, wget, python3 with pip, gh, Node with npm, Rust) are only
+# checked.
 # The tests run with a TMPDIR of their own; a process still running under it
 # when they end is a leak, and fails the run.
 #
@@ -56,6 +57,9 @@ missing=()
 for tool in cargo rustup node npm python3 git curl wget bash dash tar gzip sha256sum; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
+# issue-runner's tests run the real GitHub CLI against a fake GitHub
+# (tests/it/gh_forge.rs); Debian's package is enough.
+command -v gh >/dev/null 2>&1 || missing+=("gh (the GitHub CLI: apt-get install gh)")
 if command -v python3 >/dev/null 2>&1 && ! python3 -m pip --version >/dev/null 2>&1; then
   missing+=("pip (python3 -m pip)")
 fi

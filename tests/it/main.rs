@@ -16,6 +16,7 @@ mod escapees;
 mod first_hour;
 mod fleet;
 mod front_door;
+mod gh_forge;
 mod hooks;
 mod hostile;
 mod hosts;

@@ -84,7 +84,11 @@ esac
 /// $FAKE_GH/calls (arguments quoted with printf %q). A line "<cmd> <sub>" in
 /// $FAKE_GH/fail makes those calls fail; "<cmd> <sub> <k>" only the k-th.
 /// `issue list` insists on the --json fields and --jq program the real gh
-/// must get, and prints what that program prints.
+/// must get, and prints what that program prints. `pr checks`' k-th call
+/// prints $FAKE_GH/checks/<k> (else checks/default): rows as gh prints
+/// them when piped (name, state, elapsed, link; tab-separated), and exits
+/// as gh does: 1 when one failed, 8 while one is pending; an empty file is
+/// gh's "no checks reported".
 const FAKE_GH: &str = r#"#!/bin/bash
 set -u
 dir=${FAKE_GH:?}
@@ -153,6 +157,18 @@ case $cmd in
     { opt --body; printf '\n--\n'; } >>"$dir/issues/$1/comments"
     echo "https://github.com/o/r/issues/$1#issuecomment-1"
     ;;
+  "pr checks")
+    rows=$dir/checks/$k
+    [ -f "$rows" ] || rows=$dir/checks/default
+    [ -f "$rows" ] || bad "no checks/$k nor checks/default"
+    if [ ! -s "$rows" ]; then
+      echo "no checks reported on the '$1' branch" >&2
+      exit 1
+    fi
+    cat "$rows"
+    if cut -f2 "$rows" | grep -qx fail; then exit 1; fi
+    if cut -f2 "$rows" | grep -qx pending; then exit 8; fi
+    ;;
   "repo clone")
     [ "$1" = o/r ] && [ "$3 $4 $5" = "-- --depth 1" ] || bad "unexpected repo clone arguments"
     git clone -q --depth 1 "file://$dir/origin.git" "$2"
@@ -165,7 +181,7 @@ fn write_exe(path: &Path, text: &str) {
     util::write_executable(path, text);
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let o = Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c"])
         .arg("init.defaultBranch=main")
@@ -188,20 +204,20 @@ fn git(dir: &Path, args: &[&str]) -> String {
 
 /// A project with workflows installed from the served release, fake CLIs
 /// on PATH (`claude`, `codex` and `gh`), and their state directories.
-struct Lab {
-    p: Project,
+pub(crate) struct Lab {
+    pub(crate) p: Project,
     server: Server,
     /// Where the fakes live (first on PATH).
-    tools: PathBuf,
+    pub(crate) tools: PathBuf,
     /// $FAKE_AGENT: replies/<n>, calls, args-<n>, cwd-<n>, prompt-<n>.
-    agent: PathBuf,
+    pub(crate) agent: PathBuf,
     /// $FAKE_GH: issues/, origin.git, calls, fail.
     gh: PathBuf,
 }
 
 impl Lab {
     /// A lab with `workflows` installed (`-w` each), or all of them (none).
-    fn new(workflows: &[&str]) -> Lab {
+    pub(crate) fn new(workflows: &[&str]) -> Lab {
         let p = Project::bare();
         let server = Server::serve_dir(release()).expect("serve the release");
         let scratch = p.root().parent().expect("temp dir").to_path_buf();
@@ -244,12 +260,12 @@ impl Lab {
     }
 
     /// `loopx <args>` in the project.
-    fn loopx(&self, args: &[&str]) -> Run {
+    pub(crate) fn loopx(&self, args: &[&str]) -> Run {
         self.with_fakes(self.p.loopx(args))
     }
 
     /// The agent's answer to its `n`-th call (`0`: every call without one).
-    fn reply(&self, n: usize, script: &str) -> &Lab {
+    pub(crate) fn reply(&self, n: usize, script: &str) -> &Lab {
         let name = if n == 0 {
             "default".to_string()
         } else {
@@ -259,18 +275,18 @@ impl Lab {
         self
     }
 
-    fn agent_calls(&self) -> usize {
+    pub(crate) fn agent_calls(&self) -> usize {
         fs::read_to_string(self.agent.join("calls"))
             .map(|s| s.trim().parse().expect("a count"))
             .unwrap_or(0)
     }
 
-    fn agent_file(&self, kind: &str, n: usize) -> String {
+    pub(crate) fn agent_file(&self, kind: &str, n: usize) -> String {
         let f = self.agent.join(format!("{kind}-{n}"));
         fs::read_to_string(&f).unwrap_or_else(|e| panic!("read {}: {e}", f.display()))
     }
 
-    fn prompt(&self, n: usize) -> String {
+    pub(crate) fn prompt(&self, n: usize) -> String {
         self.agent_file("prompt", n)
     }
 }
@@ -278,7 +294,7 @@ impl Lab {
 // ------------------------------------------------------------ the run log
 
 /// The run log's lines, each parsed.
-fn events(path: &Path) -> Vec<Value> {
+pub(crate) fn events(path: &Path) -> Vec<Value> {
     let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     text.lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
@@ -287,7 +303,7 @@ fn events(path: &Path) -> Vec<Value> {
 
 /// The path a run took: the target of every script_start, with `#<n>` for
 /// attempt n > 1. Several runs in one log are separated by "|".
-fn path_taken(log: &Path) -> Vec<String> {
+pub(crate) fn path_taken(log: &Path) -> Vec<String> {
     let mut path = Vec::new();
     for e in events(log) {
         match e["event"].as_str() {
@@ -1760,13 +1776,29 @@ fn issue_runner_starts_an_issue_at_most_max_starts_per_hour() {
     assert_eq!(lab.labels(8), ["agent:needs-human"]);
 }
 
+/// A PATH with the system's programs but not gh (which a machine that runs
+/// tests/it/gh_forge.rs has in /usr/bin): links to /usr/bin's and /bin's.
+fn path_without_gh(lab: &Lab) -> PathBuf {
+    let dir = lab.p.root().parent().expect("temp dir").join("no-gh-bin");
+    fs::create_dir_all(&dir).expect("mkdir no-gh-bin");
+    for sys in ["/usr/bin", "/bin"] {
+        for name in names_in(Path::new(sys)) {
+            let link = dir.join(&name);
+            if name != "gh" && link.symlink_metadata().is_err() {
+                std::os::unix::fs::symlink(Path::new(sys).join(&name), link).expect("symlink");
+            }
+        }
+    }
+    dir
+}
+
 #[test]
 fn issue_runner_reports_every_missing_setting_and_a_missing_gh_at_once() {
     let lab = three_issues();
     // No REPO, no ALLOWED_AUTHORS, a bad MAX_STARTS_PER_HOUR, and no gh on
     // PATH: one run names all four, and how to get gh.
     lab.loopx(&["run", "issue-runner"])
-        .env("PATH", "/usr/bin:/bin")
+        .env("PATH", path_without_gh(&lab))
         .env("MAX_STARTS_PER_HOUR", "x")
         .status(1)
         .stdout("")
@@ -1802,6 +1834,250 @@ fn issue_runner_needs_a_repo_and_an_allow_list() {
         .run();
     assert!(lab.take_gh_calls().is_empty());
     assert_eq!(lab.agent_calls(), 0);
+}
+
+// ------------------------------------------------------------ the CI gate
+
+/// An agent's answer that commits a line to fix.txt on the branch issue-3
+/// of its clone and pushes it, then routes `done`.
+pub(crate) const PUSH_FIX: &str =
+    "git checkout -q -B issue-3 && date +%s%N >>fix.txt && git add fix.txt && \
+     git -c user.name=a -c user.email=a@a commit -qm \"fix $(wc -l <fix.txt)\" && \
+     git push -q origin issue-3 2>/dev/null && echo pushed && echo 'ROUTE: done'";
+
+impl Lab {
+    /// What the fake gh's `pr checks` prints on its k-th call (0: every
+    /// call without its own): (name, state) rows; none is "no checks".
+    fn checks(&self, k: usize, rows: &[(&str, &str)]) -> &Lab {
+        let dir = self.gh.join("checks");
+        fs::create_dir_all(&dir).expect("mkdir checks");
+        let name = if k == 0 {
+            "default".to_string()
+        } else {
+            k.to_string()
+        };
+        let text: String = rows
+            .iter()
+            .map(|(n, s)| format!("{n}\t{s}\t1m2s\thttps://ci.example/{n}\n"))
+            .collect();
+        fs::write(dir.join(name), text).expect("write checks");
+        self
+    }
+
+    /// The subjects of the commits on a branch of the forge's repository.
+    fn branch_log(&self, branch: &str) -> Vec<String> {
+        git(&self.gh.join("origin.git"), &["log", "--format=%s", branch])
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn gate(&self, args: &[&str]) -> Run {
+        self.runner(args).env("CI_GATE", "1").env("CI_POLL", "1")
+    }
+}
+
+fn run_id(log: &Path) -> String {
+    events(log)[0]["run_id"]
+        .as_str()
+        .expect("run_id")
+        .to_string()
+}
+
+#[test]
+fn issue_runner_ci_gate_labels_the_issue_done_once_the_pull_requests_checks_pass() {
+    let lab = three_issues();
+    lab.reply(1, PUSH_FIX);
+    lab.checks(0, &[("build", "pass"), ("docs", "skipping")]);
+    lab.gate(&["--log", "run.jsonl", "--timeout", "30s"])
+        .stderr_contains(
+            "issue-runner: #3: waiting for the checks of its pull request (branch issue-3)",
+        )
+        .stderr_contains("issue-runner: #3: the checks of issue-3 passed")
+        .stderr_contains("issue-runner: #3 moved to agent:done")
+        .run();
+    let log = lab.p.path("run.jsonl");
+    assert_eq!(
+        path_taken(&log),
+        [
+            "issue-runner:index",
+            "issue-runner:work",
+            "issue-runner:ci",
+            "issue-runner:finish"
+        ]
+    );
+    let calls = lab.take_gh_calls();
+    assert_eq!(
+        calls[calls.len() - 2..],
+        [
+            "pr checks issue-3 -R o/r".to_string(),
+            "issue edit 3 -R o/r --add-label agent:done --remove-label agent:working".into(),
+        ]
+    );
+    assert_eq!(lab.labels(3), ["agent:done"]);
+    assert_eq!(lab.comments(3), "");
+    assert_eq!(lab.agent_calls(), 1);
+    assert_eq!(lab.branch_log("issue-3")[0], "fix 1");
+    let run = run_id(&log);
+    assert!(!lab
+        .p
+        .path(&format!(".loopx/issue-runner/runs/{run}/clone"))
+        .exists());
+    assert!(!lab.state("claims/3").exists());
+}
+
+#[test]
+fn issue_runner_ci_gate_runs_a_fix_round_in_the_same_clone_and_session_when_checks_fail() {
+    let lab = three_issues();
+    lab.reply(1, PUSH_FIX).reply(2, PUSH_FIX);
+    lab.checks(1, &[("build", "pass"), ("test", "fail"), ("lint", "fail")])
+        .checks(2, &[("build", "pass"), ("test", "pass"), ("lint", "pass")]);
+    lab.gate(&["--log", "run.jsonl", "--timeout", "30s"])
+        .stderr_contains(
+            "issue-runner: #3: fix round 1 of MAX_CI_FIXES=2, for the failing checks: test, lint",
+        )
+        .stderr_contains("issue-runner: carrying on claude's session")
+        .stderr_contains("issue-runner: #3: fix round 1 pushed; waiting for the checks of issue-3")
+        .stderr_contains("issue-runner: #3 moved to agent:done")
+        .run();
+    assert_eq!(
+        path_taken(&lab.p.path("run.jsonl")),
+        [
+            "issue-runner:index",
+            "issue-runner:work",
+            "issue-runner:ci",
+            "issue-runner:ci",
+            "issue-runner:finish"
+        ]
+    );
+    assert_eq!(lab.agent_calls(), 2);
+    // The same clone, the same session, told which checks failed.
+    assert_eq!(lab.agent_file("cwd", 2), lab.agent_file("cwd", 1));
+    let args = lab.agent_file("args", 2);
+    assert!(args.contains("--resume\nfake\n"), "{args}");
+    let prompt = lab.prompt(2);
+    assert!(
+        prompt.contains("The checks of your pull request for issue #3 of o/r (branch issue-3)\nfailed: test, lint."),
+        "{prompt}"
+    );
+    assert!(prompt.contains("gh pr checks issue-3 -R o/r"), "{prompt}");
+    assert_eq!(lab.branch_log("issue-3")[..2], ["fix 2", "fix 1"]);
+    let calls = lab.take_gh_calls();
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|c| *c == "pr checks issue-3 -R o/r")
+            .count(),
+        2,
+        "{calls:?}"
+    );
+    assert_eq!(lab.labels(3), ["agent:done"]);
+    assert_eq!(lab.comments(3), "");
+}
+
+#[test]
+fn issue_runner_ci_gate_hands_the_issue_to_a_human_when_checks_fail_past_max_ci_fixes() {
+    let lab = three_issues();
+    lab.reply(0, PUSH_FIX);
+    lab.checks(0, &[("build", "pass"), ("test", "fail")]);
+    lab.gate(&["--timeout", "30s"])
+        .env("MAX_CI_FIXES", "1")
+        .stderr_contains("issue-runner: #3: fix round 1 of MAX_CI_FIXES=1")
+        .stderr_contains("issue-runner: #3 moved to agent:needs-human")
+        .run();
+    assert_eq!(lab.agent_calls(), 2, "the work and one fix round");
+    assert_eq!(lab.labels(3), ["agent:needs-human"]);
+    assert_eq!(
+        lab.comments(3),
+        "issue-runner: the checks of the pull request (branch issue-3) fail after 1 fix \
+         round(s) (MAX_CI_FIXES=1): test.\n--\n"
+    );
+    assert!(!lab.state("claims/3").exists());
+    assert!(!lab.state("sessions/3").exists());
+}
+
+#[test]
+fn issue_runner_ci_gate_waits_while_checks_are_pending_or_not_yet_reported() {
+    let lab = three_issues();
+    lab.reply(1, PUSH_FIX);
+    lab.checks(1, &[])
+        .checks(2, &[("build", "pass"), ("test", "pending")])
+        .checks(3, &[("build", "pass"), ("test", "pass")]);
+    lab.gate(&["--log", "run.jsonl", "--timeout", "30s"])
+        .stderr_contains("issue-runner: #3: checks of issue-3 pending ((none reported yet)); checking again in 1")
+        .stderr_contains("issue-runner: #3: checks of issue-3 pending (test); checking again in 1")
+        .stderr_contains("issue-runner: #3 moved to agent:done")
+        .run();
+    assert_eq!(
+        path_taken(&lab.p.path("run.jsonl")),
+        [
+            "issue-runner:index",
+            "issue-runner:work",
+            "issue-runner:ci",
+            "issue-runner:ci",
+            "issue-runner:ci",
+            "issue-runner:finish"
+        ]
+    );
+    assert_eq!(lab.agent_calls(), 1, "no fix round for pending checks");
+    assert_eq!(lab.labels(3), ["agent:done"]);
+
+    // Pending past CI_TIMEOUT: a human looks.
+    lab.reply(2, PUSH_FIX.replace("issue-3", "issue-8").as_str());
+    lab.checks(0, &[("test", "pending")]);
+    lab.gate(&["--timeout", "30s"])
+        .env("CI_TIMEOUT", "1s")
+        .stderr_contains("issue-runner: #8 moved to agent:needs-human")
+        .run();
+    assert_eq!(
+        lab.comments(8),
+        "issue-runner: the checks of the pull request (branch issue-8) were still pending \
+         after CI_TIMEOUT=1s: test.\n--\n"
+    );
+}
+
+#[test]
+fn issue_runner_ci_gate_carries_on_after_its_run_died_with_the_fix_count_it_had() {
+    let lab = three_issues();
+    lab.reply(1, PUSH_FIX).reply(2, PUSH_FIX);
+    // A fix round, then a wait for the new checks longer than the run may
+    // last: the run ends (75) with the issue still claimed.
+    lab.checks(1, &[("test", "fail")]);
+    lab.gate(&["--max-time", "3s"])
+        .env("CI_POLL", "1h")
+        .env("MAX_CI_FIXES", "1")
+        .status(75)
+        .stderr_any("loopx says the wait outlasts --max-time")
+        .run();
+    assert_eq!(lab.agent_calls(), 2);
+    let claim = fs::read_to_string(lab.state("claims/3")).unwrap();
+    assert!(claim.contains("ci_branch=issue-3\n"), "{claim}");
+    assert!(claim.contains("ci_fixes=1\n"), "{claim}");
+    lab.loopx(&["run", "issue-runner:status"])
+        .env("REPO", "o/r")
+        .env("ALLOWED_AUTHORS", "alice")
+        .env("MAX_CI_FIXES", "1")
+        .stderr_contains(
+            ", restarts 0, CI gate on issue-3: fix rounds 1 of 1: the next run restarts it\n",
+        )
+        .run();
+
+    // The next run restarts it in the gate: no new work round, and the
+    // fix round already spent counts.
+    lab.checks(2, &[("test", "fail")]);
+    lab.gate(&["--log", "run.jsonl", "--timeout", "30s"])
+        .env("MAX_CI_FIXES", "1")
+        .stderr_contains("issue-runner: restarting #3, left by run ")
+        .stderr_contains("issue-runner: #3 moved to agent:needs-human")
+        .run();
+    assert_eq!(
+        path_taken(&lab.p.path("run.jsonl")),
+        ["issue-runner:index", "issue-runner:ci"]
+    );
+    assert_eq!(lab.agent_calls(), 2, "no agent after the restart");
+    assert!(lab
+        .comments(3)
+        .contains("fail after 1 fix round(s) (MAX_CI_FIXES=1): test."));
 }
 
 #[test]

@@ -2,6 +2,7 @@
 # issue-runner, step 1 of 3: pick an issue and take it.
 #
 #   index (pick, claim) -> work (clone, agent) -> finish (label) -> stop
+#   index -> work -> ci (checks; fix rounds) -> finish     (CI_GATE=1)
 #   index -> stop                                 (nothing to do, or busy)
 #
 # One issue per run; several runs at once (cron without flock, or a
@@ -75,7 +76,13 @@ if [ -n "$restart" ]; then
   claim_set restarts "$restarts"
   claim_set run "$LOOPX_RUN_ID"
   claim_set pid "$PPID"
-  output --result "$restart" --goto work
+  # A run that died in the CI gate carries on there: the pull request is
+  # open, and the gate's state is in the claim.
+  if [ -n "$(claim_get ci_branch)" ]; then
+    output --result "$restart" --goto ci
+  else
+    output --result "$restart" --goto work
+  fi
   exit 0
 fi
 

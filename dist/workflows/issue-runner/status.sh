@@ -18,12 +18,15 @@ for number in $(claims_in_flight); do
   restarts=$(claim_get restarts)
   label=$(claim_get label)
   started=$(date -u -r "$claimed" '+%H:%M:%S UTC' 2>/dev/null || echo '?')
+  gate=""
+  branch=$(claim_get ci_branch)
+  [ -n "$branch" ] && gate=", CI gate on $branch: fix rounds $(claim_get ci_fixes) of $max_ci_fixes"
   if holder_alive "$pid"; then
-    line="#$number  running   run $(claim_get run) (loopx pid $pid), restarts ${restarts:-0}, since $started"
+    line="#$number  running   run $(claim_get run) (loopx pid $pid), restarts ${restarts:-0}, since $started$gate"
   elif [ -n "$label" ]; then
     line="#$number  gone      run $(claim_get run), finished: the next run moves it to $label"
   elif [ "${restarts:-0}" -lt "$max_restarts" ]; then
-    line="#$number  gone      run $(claim_get run), restarts ${restarts:-0}: the next run restarts it"
+    line="#$number  gone      run $(claim_get run), restarts ${restarts:-0}$gate: the next run restarts it"
   else
     line="#$number  gone      run $(claim_get run), restarts ${restarts:-0}: the next run hands it to $needs_human_label"
   fi

@@ -7,6 +7,9 @@
 #   ROUTE: <token>        -> the label ROUTES maps <token> to; an unknown
 #                            token goes to NEEDS_HUMAN_LABEL
 #
+# With CI_GATE=1, done goes to the gate first (ci.sh): the pull request's
+# checks decide.
+#
 # The agent's files are kept per issue (state/sessions/<n>/agent.*), so
 # that a restart after a crash carries its session on.
 #
@@ -24,9 +27,14 @@ claimed=$claims_dir/$number
 [ "$(claim_get run)" = "$LOOPX_RUN_ID" ] || die "work: #$number is not an issue this run took"
 
 mkdir -p "$run_dir" || die "cannot create $run_dir"
+# A restart's clone is new: the one a dead run left goes.
+old_clone=$(claim_get clone)
+case $old_clone in "$runs_dir"/*/clone) rm -rf "$old_clone" ;; esac
 clone=$run_dir/clone
 rm -rf "$clone"
+claim_set clone "$clone"
 forge repo clone "$repo" "$clone" -- --depth 1 >&2 || die "cloning $repo failed"
+base_branch=$(git -C "$clone" symbolic-ref -q --short HEAD)
 title=$(forge issue view "$number" -R "$repo" --json title --jq .title) ||
   die "reading #$number failed"
 body=$(forge issue view "$number" -R "$repo" --json body --jq .body) ||
@@ -89,7 +97,20 @@ cost=$(printf '%s' "$out" | json .cost_usd)
 
 # The final message of the attempt that finished, for finish.sh.
 printf '%s' "$out" | json .result >"$run_dir/agent.log"
-route=$(sed 's/[*`]//g' "$run_dir/agent.log" | sed -n 's/^[[:space:]]*ROUTE:[[:space:]]*\([^[:space:]]*\).*/\1/p' | tail -n 1)
-[ -n "$route" ] || route="done"
+route=$(route_of "$run_dir/agent.log")
 say "#$number: the agent routed it to '$route'"
+if [ "$ci_gate" = 1 ] && [ "$route" = "done" ]; then
+  # The pull request's branch: the one the agent left checked out, else
+  # the one it was asked for.
+  branch=$(git -C "$clone" symbolic-ref -q --short HEAD)
+  if [ -z "$branch" ] || [ "$branch" = "$base_branch" ]; then
+    branch=issue-$number
+  fi
+  claim_set ci_branch "$branch"
+  claim_set ci_fixes 0
+  claim_set ci_since "$(date +%s)"
+  say "#$number: waiting for the checks of its pull request (branch $branch)"
+  output --result "$number" --goto ci ${cost:+--cost-usd "$cost"}
+  exit 0
+fi
 output --result "$number $route" --goto finish ${cost:+--cost-usd "$cost"}

@@ -7,10 +7,15 @@
 # across runs, so it must live on a disk that survives them:
 #   claims/<n>     the lock of issue <n>, taken and not finished: key=value
 #                  lines number, run, pid (the loopx of the run that holds
-#                  it), restarts, and once the outcome is known, label (and
-#                  claims/<n>.note, the comment to post). A claim whose
-#                  loopx is gone is picked up by the next run: restarted
-#                  (at most MAX_RESTARTS times), or finished.
+#                  it), restarts, clone (the agent's clone), and once the
+#                  outcome is known, label (and claims/<n>.note, the
+#                  comment to post). With CI_GATE=1, the gate's state too:
+#                  ci_branch (the pull request's), ci_since (when the wait
+#                  for its checks began), ci_fixes (fix rounds started),
+#                  ci_fixing (a round not finished), ci_failing. A claim
+#                  whose loopx is gone is picked up by the next run:
+#                  restarted (at most MAX_RESTARTS times; in the gate when
+#                  it got there), or finished.
 #   sessions/<n>/  the agent's files for issue <n> (`loopx agent --dir`):
 #                  its session survives a crashed run, and a restart
 #                  carries it on.
@@ -34,6 +39,10 @@ routes=${ROUTES:-}
 max_starts=${MAX_STARTS_PER_HOUR:-2}
 max_concurrent=${MAX_CONCURRENT:-1}
 max_restarts=${MAX_RESTARTS:-1}
+ci_gate=${CI_GATE:-0}
+max_ci_fixes=${MAX_CI_FIXES:-2}
+ci_poll=${CI_POLL:-1m}
+ci_timeout_text=${CI_TIMEOUT:-2h}
 state_dir=${STATE_DIR:-$PWD/state}
 case $state_dir in /*) ;; *) state_dir=$root/$state_dir ;; esac
 claims_dir=$state_dir/claims
@@ -56,6 +65,31 @@ json() { "$LOOPX_BIN" json "$@"; }
 # appended to it.
 forge() { bash -c "$forge_cmd \"\$@\"" forge "$@"; }
 
+# seconds_of <duration>: 90, 90s, 15m, 2h, 1h30m in whole seconds (the
+# durations loopx reads, without ms); fails on anything else.
+seconds_of() {
+  local rest=$1 total=0 n unit
+  case $rest in '' | *[!0-9]*) ;; *)
+    echo "$rest"
+    return 0
+    ;;
+  esac
+  while [ -n "$rest" ]; do
+    n=${rest%%[!0-9]*}
+    [ -n "$n" ] || return 1
+    rest=${rest#"$n"}
+    unit=${rest:0:1}
+    rest=${rest:1}
+    case $unit in
+      s) total=$((total + 10#$n)) ;;
+      m) total=$((total + 10#$n * 60)) ;;
+      h) total=$((total + 10#$n * 3600)) ;;
+      *) return 1 ;;
+    esac
+  done
+  echo "$total"
+}
+
 # Every setting that is missing or wrong, and a missing forge CLI, reported
 # at once: one run to find them all, not one per fix.
 problems=()
@@ -71,6 +105,17 @@ esac
 case $max_restarts in
   '' | *[!0-9]*) problems+=("MAX_RESTARTS must be a number, not '$max_restarts'") ;;
 esac
+case $ci_gate in
+  0 | 1) ;;
+  *) problems+=("CI_GATE must be 0 or 1, not '$ci_gate'") ;;
+esac
+case $max_ci_fixes in
+  '' | *[!0-9]*) problems+=("MAX_CI_FIXES must be a number, not '$max_ci_fixes'") ;;
+esac
+ci_timeout=$(seconds_of "$ci_timeout_text") ||
+  problems+=("CI_TIMEOUT must be a duration (90s, 15m, 2h, 1h30m; a bare number is seconds), not '$ci_timeout_text'")
+seconds_of "$ci_poll" >/dev/null ||
+  problems+=("CI_POLL must be a duration (30s, 1m; a bare number is seconds), not '$ci_poll'")
 forge_program=${forge_cmd%% *}
 if ! command -v "$forge_program" >/dev/null 2>&1; then
   if [ "$forge_program" = gh ]; then
@@ -117,6 +162,15 @@ label_for() {
         awk -v token="$1" 'index($0, "=") { t = substr($0, 1, index($0, "=") - 1); l = substr($0, index($0, "=") + 1); if (t == token && l != "") { print l; exit } }'
       ;;
   esac
+}
+
+# route_of <file>: the route token of the agent's final message in <file>
+# (its last `ROUTE: <token>` line, markdown emphasis ignored); done when
+# it names none.
+route_of() {
+  local route
+  route=$(sed 's/[*`]//g' "$1" | sed -n 's/^[[:space:]]*ROUTE:[[:space:]]*\([^[:space:]]*\).*/\1/p' | tail -n 1)
+  echo "${route:-done}"
 }
 
 # The route tokens ROUTES adds, comma-separated ("review, wontfix").
@@ -175,8 +229,9 @@ claim_set() {
 # label to <label>, with <note> as a comment when there is one, then drops
 # the claim and the clone. Fails (the claim stays) if the forge does.
 finish_issue() {
-  local run
+  local run clone
   run=$(claim_get run)
+  clone=$(claim_get clone)
   # Once only, even when the label move fails and the next run retries it.
   if [ -n "$3" ] && [ "$(claim_get commented)" != 1 ]; then
     forge issue comment "$1" -R "$repo" --body "issue-runner: $3" >&2 ||
@@ -188,5 +243,6 @@ finish_issue() {
   rm -f "$claimed" "$claimed.note"
   rm -rf "${sessions_dir:?}/$1"
   [ -n "$run" ] && rm -rf "$runs_dir/$run/clone"
+  case $clone in "$runs_dir"/*/clone) rm -rf "$clone" ;; esac
   say "#$1 moved to $2"
 }
