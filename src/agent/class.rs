@@ -123,10 +123,18 @@ pub fn classify(
 ) -> Verdict {
     let ok_exit = end == End::Exit(0);
     let failed = !ok_exit || f.error.is_some() || (kind != Kind::Plain && !f.finished);
-    let reason = f
-        .error
-        .clone()
-        .unwrap_or_else(|| last_line(stderr_tail).to_string());
+    // Exit 0 with neither a result nor an error: the CLI thinks it
+    // succeeded but its stream stopped early (Gemini CLI drops what it has
+    // not yet written when it exits). Its stderr is chatter then, not the
+    // reason, and its words must not pick the class.
+    let cut_short = ok_exit && failed && f.error.is_none();
+    let reason = match &f.error {
+        Some(e) => e.clone(),
+        None if cut_short => {
+            "it exited 0 without its result event (its output stopped early)".into()
+        }
+        None => last_line(stderr_tail).to_string(),
+    };
     let evidence = format!("{reason}\n{stderr_tail}");
     let class = if end == End::Hung {
         Class::Hung
@@ -136,6 +144,8 @@ pub fn classify(
         Class::UsageLimit
     } else if !failed {
         Class::Done
+    } else if cut_short {
+        Class::Crashed
     } else {
         failure(kind, f, end, &evidence.to_ascii_lowercase())
     };
@@ -150,7 +160,7 @@ pub fn classify(
         // A done step's stderr is chatter, not a reason.
         (Class::Done, _) => String::new(),
         // Nothing said: how the process ended is the reason.
-        _ if reason.is_empty() => how_it_ended(end, f.finished),
+        _ if reason.is_empty() => how_it_ended(end),
         _ => reason,
     };
     Verdict {
@@ -239,9 +249,8 @@ fn failure(kind: Kind, f: &Facts, end: End, text: &str) -> Class {
 }
 
 /// A failure's reason when neither the stream nor stderr gave one.
-fn how_it_ended(end: End, finished: bool) -> String {
+fn how_it_ended(end: End) -> String {
     match end {
-        End::Exit(0) if !finished => "it exited 0 without finishing its turn".into(),
         End::Exit(c) => format!("it exited with code {c}, saying nothing on stderr"),
         End::Signal(n) => format!("it was ended by signal {n}"),
         End::Hung => "it printed nothing for the idle timeout".into(),
@@ -388,6 +397,39 @@ mod tests {
         );
         assert_eq!(verdict(Kind::Claude, "", End::Hung, "").class, Hung);
         assert_eq!(verdict(Kind::Claude, "", End::Signal(9), "").class, Crashed);
+    }
+
+    /// Gemini CLI's stream as it reached loopx when the CLI exited 0 with
+    /// its writes still queued: cut in the middle of the prompt's echo, no
+    /// result. A failure to retry, whatever its stderr says.
+    #[test]
+    fn exit_0_without_a_result_is_a_crash() {
+        let ok = std::fs::read_to_string(format!(
+            "{}/tests/data/agent/recorded/gemini/ok.jsonl",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap_or_else(|e| panic!("ok.jsonl: {e}"));
+        let cut = &ok[..ok.find("\"role\":\"user\"").expect("the prompt's echo") + 40];
+        let stderr = "Ripgrep is not available. Falling back to GrepTool.\n\
+                      Model at capacity, billing account disabled\n";
+        let v = verdict(Kind::Gemini, cut, End::Exit(0), stderr);
+        assert_eq!(v.class, Class::Crashed, "{v:?}");
+        assert!(v.class.resumable() && !v.class.permanent());
+        assert!(v.reason.contains("without its result event"), "{v:?}");
+        // The same stream whole is done; every preset's CLI is held to it.
+        assert_eq!(
+            verdict(Kind::Gemini, &ok, End::Exit(0), stderr).class,
+            Class::Done
+        );
+        for kind in [Kind::Claude, Kind::Codex] {
+            let v = verdict(kind, "", End::Exit(0), stderr);
+            assert_eq!(v.class, Class::Crashed, "{kind:?}: {v:?}");
+        }
+        // A plain command has no result event: its exit says it all.
+        assert_eq!(
+            verdict(Kind::Plain, "", End::Exit(0), stderr).class,
+            Class::Done
+        );
     }
 
     #[test]

@@ -488,8 +488,8 @@ fn attempt(s: &Settings, kind: Kind, prompt: &Path, signals: &mut Signals) -> Re
     let mut facts = Facts::default();
     let started = spawn(s, kind, &argv, &setup, prompt, &paths);
     let (end, stderr_tail) = match started {
-        Ok(child) => {
-            let end = supervise(s, kind, child, &paths, &mut facts, signals)?;
+        Ok((child, events)) => {
+            let end = supervise(s, kind, child, events, &mut facts, signals)?;
             (end, tail(Path::new(&paths.stderr)))
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -666,6 +666,16 @@ fn install_hint(kind: Kind, program: &str) -> String {
     format!("{} is not installed (not on PATH): {package}, or set AGENT (claude, codex, gemini) or AGENT_CMD", progress::escape(program))
 }
 
+/// Starts the agent; returns it with the events file opened for reading.
+///
+/// Its stdout is the events file itself, not a pipe: Node CLIs (Gemini CLI)
+/// write to a pipe asynchronously (libuv makes it non-blocking and queues
+/// what the pipe cannot take), then end with `process.exit()`, which drops
+/// whatever is still queued. A stream-json event larger than the pipe (the
+/// prompt echoed back, 200 KiB) was cut, and every event after it lost,
+/// whenever the turn ended before loopx had drained it: exit 0 with no
+/// result. Node writes to a regular file synchronously, so nothing is left
+/// queued at exit; loopx reads the file as it grows.
 fn spawn(
     s: &Settings,
     kind: Kind,
@@ -673,13 +683,15 @@ fn spawn(
     setup: &Setup,
     prompt: &Path,
     p: &Paths,
-) -> io::Result<Child> {
+) -> io::Result<(Child, File)> {
     let stderr = File::create(&p.stderr)?;
+    let stdout = File::create(&p.events)?;
+    let events = File::open(&p.events)?;
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .current_dir(&s.workdir)
         .stdin(File::open(prompt)?)
-        .stdout(Stdio::piped())
+        .stdout(stdout)
         .stderr(stderr)
         // Its own group: the hang detector ends the agent and its tools,
         // never the workflow script that runs loopx agent.
@@ -688,27 +700,24 @@ fn spawn(
     if let Some((k, v)) = preset::env(kind, setup, root) {
         cmd.env(k, v);
     }
-    cmd.spawn()
+    Ok((cmd.spawn()?, events))
 }
 
 /// Reads the agent's events until it ends, is idle too long, or loopx is
 /// interrupted. `Err` is loopx's exit code after an interrupt. One thread:
-/// stdout is read without blocking, with short sleeps while it is quiet.
+/// the events file is read as it grows, with short sleeps while it is
+/// quiet; the agent has ended when its process has (what its tools left
+/// running in its group goes with it).
 fn supervise(
     s: &Settings,
     kind: Kind,
     mut child: Child,
-    p: &Paths,
+    events: File,
     f: &mut Facts,
     signals: &mut Signals,
 ) -> Result<End, i32> {
     let pgid = child.id() as i32;
-    let Some(out) = child.stdout.take() else {
-        return Ok(End::Exit(1));
-    };
-    let fd = out.as_raw_fd();
-    let _ = sys::set_nonblocking(fd);
-    let mut events = File::create(&p.events).ok();
+    let fd = events.as_raw_fd();
     let mut lines = Lines::default();
     let mut last = Instant::now();
     // Before its first event the CLI is starting (Node, auth, MCP servers;
@@ -716,23 +725,42 @@ fn supervise(
     // --idle-timeout counts from the first event, within START_UP.
     let mut limit = s.idle.max(START_UP);
     loop {
+        // Its exit first, then the file: everything it wrote before
+        // exiting is in the file by the read that follows.
+        let status = match child.try_wait() {
+            Ok(Some(st)) => Some(Ok(st)),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        };
         let before = lines.buf.len();
-        let eof = !matches!(
+        // At most 1 MiB a round, so that signals and the idle timeout are
+        // still checked while a large stream is read; the end of the file
+        // for now is Eof.
+        let caught_up = !matches!(
             sys::read_available(fd, &mut lines.buf, Some(1 << 20)),
             Ok(sys::ReadOutcome::WouldBlock)
         );
+        let eof = status.is_some() && caught_up;
         if lines.buf.len() > before {
             last = Instant::now();
             limit = s.idle;
-            if let Some(e) = events.as_mut() {
-                let _ = e.write_all(&lines.buf[before..]);
-            }
         }
         while let Some(line) = lines.next(eof) {
             read_event(s, kind, &line, f);
         }
-        if eof {
-            break;
+        if let (true, Some(status)) = (eof, status) {
+            drop(events);
+            if let Some(text) = stream::finish(f) {
+                show(&s.label, &text);
+            }
+            // Whatever the agent left running in its group goes with it.
+            reap_group(pgid);
+            return Ok(match status {
+                Ok(st) => st
+                    .code()
+                    .map_or_else(|| End::Signal(st.signal().unwrap_or(0)), End::Exit),
+                Err(_) => End::Exit(1),
+            });
         }
         if let Some(sig) = signals.drain().first_interrupt {
             end_group(pgid, &mut child);
@@ -753,19 +781,6 @@ fn supervise(
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-    drop(out);
-    if let Some(text) = stream::finish(f) {
-        show(&s.label, &text);
-    }
-    let status = child.wait();
-    // Whatever the agent left running in its group goes with it.
-    reap_group(pgid);
-    Ok(match status {
-        Ok(st) => st
-            .code()
-            .map_or_else(|| End::Signal(st.signal().unwrap_or(0)), End::Exit),
-        Err(_) => End::Exit(1),
-    })
 }
 
 /// One line of the agent's stdout: read, shown, and its session saved as

@@ -208,7 +208,10 @@ fn ralph_prompt(p: &Project, size: usize) {
 /// The loop finishes and the file exists; a 200 KiB prompt reaches the API
 /// whole (on the CLI's stdin, never in argv); each step shows on stderr;
 /// the run directory keeps the events, the final message, the stderr and
-/// the summary.
+/// the summary. Gemini CLI echoes the prompt as one 200 KiB event: with
+/// its stdout a pipe, it lost that event's tail and all that followed in
+/// about half the runs (it exits with writes still queued; see spawn in
+/// src/agent/run.rs).
 fn writes_a_file_and_finishes(agent: Agent) {
     let p = project_with("ralph");
     let _cleanup = Cleanup(p.root().to_path_buf());
@@ -621,27 +624,8 @@ macro_rules! per_preset {
     };
 }
 
-// writes_a_file_and_finishes, per preset by hand: Gemini CLI 0.61.0 exits 0
-// with nothing on stdout in about half the runs of this test on this
-// machine (found at the end of the session; not yet understood), so its
-// case is ignored until that is found, not hidden: run it with --ignored.
-mod writes_a_file {
-    #[test]
-    fn claude() {
-        super::writes_a_file_and_finishes(super::Agent::Claude)
-    }
-    #[test]
-    fn codex() {
-        super::writes_a_file_and_finishes(super::Agent::Codex)
-    }
-    #[test]
-    #[ignore = "Gemini CLI 0.61.0 sometimes exits 0 with no stdout here; under investigation"]
-    fn gemini() {
-        super::writes_a_file_and_finishes(super::Agent::Gemini)
-    }
-}
-
 per_preset!(
+    writes_a_file_and_finishes,
     a_429_becomes_a_wait_and_then_finishes,
     an_auth_error_is_permanent_and_not_retried,
     a_stalled_stream_is_ended_by_the_hang_detector,
