@@ -438,7 +438,7 @@ mod tests {
         assert_eq!(reason(End::Signal(9)), "it was ended by signal 9");
         assert_eq!(
             reason(End::Exit(0)),
-            "it exited 0 without finishing its turn"
+            "it exited 0 without its result event (its output stopped early)"
         );
         assert_eq!(
             reason(End::Exit(1)),
