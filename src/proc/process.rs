@@ -254,17 +254,24 @@ pub fn read_available(
         };
         let len = buf.len();
         let large = len >= CHUNK;
+        // Large: into the vector's spare capacity, zeroed first: faulting
+        // the fresh pages in here is cheaper than read() faulting them in
+        // the kernel (0.09 s against 0.13 s of wall for 64 MiB), and
+        // `write_bytes` is one memset whatever the opt-level (`resize`
+        // became a byte loop at opt-level "z").
         let dest: *mut u8 = if large {
-            buf.resize(len + want, 0);
-            buf[len..].as_mut_ptr()
+            buf.reserve(want);
+            let spare: *mut u8 = buf.spare_capacity_mut().as_mut_ptr().cast();
+            // SAFETY: `reserve` made room for `want` bytes at `spare`.
+            unsafe { std::ptr::write_bytes(spare, 0, want) };
+            spare
         } else {
             stack.as_mut_ptr().cast()
         };
-        // SAFETY: `dest` is valid for `want` bytes of writes: the resized
-        // tail of `buf`, or the stack buffer (CHUNK >= want bytes).
+        // SAFETY: `dest` is valid for `want` bytes of writes: the reserved
+        // spare capacity of `buf`, or the stack buffer (CHUNK >= want bytes).
         let n = unsafe { libc::read(fd, dest.cast(), want) };
         if n < 0 {
-            buf.truncate(len);
             let err = io::Error::last_os_error();
             match err.kind() {
                 io::ErrorKind::Interrupted => continue,
@@ -274,7 +281,9 @@ pub fn read_available(
         }
         let n = n as usize;
         if large {
-            buf.truncate(len + n);
+            // SAFETY: read() initialized the first `n` bytes past `len`,
+            // within the capacity reserved above.
+            unsafe { buf.set_len(len + n) };
         } else {
             // SAFETY: read() initialized the first `n` bytes of `stack`.
             buf.extend_from_slice(unsafe { std::slice::from_raw_parts(stack.as_ptr().cast(), n) });
