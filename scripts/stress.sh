@@ -185,9 +185,11 @@ EOF
   # shellcheck disable=SC2329 # run by kill_run
   watcher_of() {
     local k kids=()
-    read -ra kids <"/proc/$1/task/$1/children" 2>/dev/null || true
+    # 2>/dev/null first: a redirection that fails reports on the stderr in
+    # force when it is made (a process gone meanwhile is no news).
+    read -ra kids 2>/dev/null <"/proc/$1/task/$1/children" || true
     for k in "${kids[@]}"; do
-      if [[ $(tr '\0' '\n' <"/proc/$k/cmdline" 2>/dev/null | head -n 1) == loopx-watcher ]]; then
+      if [[ $(tr '\0' '\n' 2>/dev/null <"/proc/$k/cmdline" | head -n 1) == loopx-watcher ]]; then
         printf '%s' "$k"
       fi
     done
