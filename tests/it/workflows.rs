@@ -1811,6 +1811,52 @@ fn procs_wait(what: &str, cond: impl FnMut() -> bool) {
 }
 
 #[test]
+fn issue_runner_serve_goes_on_after_a_worker_fails_and_the_next_one_restarts_its_issue() {
+    let lab = three_issues();
+    // Its settings are checked before any worker starts.
+    lab.serve(&[])
+        .env("WORKER_ARGS", "--timeout 1m --log w.jsonl")
+        .env("SERVE_POLL", "soon")
+        .status(1)
+        .stderr_contains("issue-runner: serve: SERVE_POLL must be a duration")
+        .stderr_contains("issue-runner: serve: WORKER_ARGS may not hold --log")
+        .run();
+    assert!(lab.take_gh_calls().is_empty());
+    // The first worker cannot clone: it fails, #3 stays claimed; the next
+    // worker restarts it, the one after takes #8, the last finds nothing.
+    lab.reply(0, "echo ROUTE: done");
+    lab.gh_fails("repo clone 1");
+    lab.serve(&[])
+        .env("SERVE_ONCE", "1")
+        .stderr_contains("issue-runner: serve: worker 1 ended: #3, run ")
+        .stderr_contains(", exit 1 (claimed still: the next worker or run picks it up)\n")
+        .stderr_contains("issue-runner: serve: worker 2 ended: #3, run ")
+        .stderr_contains("issue-runner: serve: worker 3 ended: #8, run ")
+        .stderr_contains("issue-runner: serve: worker 4 ended: no issue to take, run ")
+        .stderr_contains("issue-runner: serve: 3 issue(s) taken by 4 worker(s), 1 failed\n")
+        .run();
+    assert_eq!(lab.labels(3), ["agent:done"]);
+    assert_eq!(lab.labels(8), ["agent:done"]);
+    let runs = lab.p.path(".loopx/issue-runner/runs");
+    let serve = names_in(&runs)
+        .into_iter()
+        .find(|n| n.starts_with("serve-"))
+        .expect("serve's directory");
+    let log =
+        |k: usize| fs::read_to_string(runs.join(&serve).join(format!("worker-{k}.log"))).unwrap();
+    assert!(
+        log(1).contains("issue-runner: cloning o/r failed"),
+        "{}",
+        log(1)
+    );
+    assert!(
+        log(2).contains("issue-runner: restarting #3, left by run "),
+        "{}",
+        log(2)
+    );
+}
+
+#[test]
 fn issue_runner_serve_waits_when_idle_and_looks_again_after_serve_poll() {
     let lab = issue_runner(&[(9, "alice", "2023-12-01T00:00:00Z", "bug")]);
     lab.reply(0, "echo ROUTE: done");
@@ -1888,12 +1934,23 @@ fn issue_runner_serve_waits_when_idle_and_looks_again_after_serve_poll() {
 
 #[test]
 fn issue_runner_serve_stopped_by_sigterm_ends_every_worker_and_leaves_no_process() {
+    serve_stopped_by(libc::SIGTERM);
+}
+
+#[test]
+fn issue_runner_serve_stopped_by_sigint_ends_every_worker_and_leaves_no_process() {
+    // The workers, started in the background by a shell without job
+    // control, ignore SIGINT: serve passes a SIGTERM on to them.
+    serve_stopped_by(libc::SIGINT);
+}
+
+fn serve_stopped_by(sig: i32) {
     let lab = three_issues();
     lab.reply(0, HELD);
     let serve = lab
         .serve(&[])
         .env("MAX_CONCURRENT", "2")
-        .status(143)
+        .status(128 + sig)
         .stderr_contains("issue-runner: serve: stopping 2 worker(s)\n")
         .stderr_contains("ended: #3, run ")
         .stderr_contains("ended: #8, run ")
@@ -1909,7 +1966,7 @@ fn issue_runner_serve_stopped_by_sigterm_ends_every_worker_and_leaves_no_process
         assert!(before.contains(a), "{a} in {before:?}");
     }
     let pid = serve.pid();
-    serve.signal(libc::SIGTERM);
+    serve.signal(sig);
     serve.finish();
     // Nothing of the run is left: not its group, not a worker's loopx, not
     // an agent.
