@@ -1939,8 +1939,6 @@ fn issue_runner_serve_stopped_by_sigterm_ends_every_worker_and_leaves_no_process
 
 #[test]
 fn issue_runner_serve_stopped_by_sigint_ends_every_worker_and_leaves_no_process() {
-    // The workers, started in the background by a shell without job
-    // control, ignore SIGINT: serve passes a SIGTERM on to them.
     serve_stopped_by(libc::SIGINT);
 }
 
@@ -1954,7 +1952,10 @@ fn serve_stopped_by(sig: i32) {
         .stderr_contains("issue-runner: serve: stopping 2 worker(s)\n")
         .stderr_contains("ended: #3, run ")
         .stderr_contains("ended: #8, run ")
-        .stderr_contains(", exit 143 (claimed still: the next worker or run picks it up)\n")
+        .stderr_contains(&format!(
+            ", exit {} (claimed still: the next worker or run picks it up)\n",
+            128 + sig
+        ))
         .start();
     procs_wait("both agents run", || lab.started() == [3, 8]);
     let before = lab.processes();
@@ -1967,7 +1968,36 @@ fn serve_stopped_by(sig: i32) {
     }
     let pid = serve.pid();
     serve.signal(sig);
-    serve.finish();
+    let out = serve.finish();
+    // Each worker ended its agent's step with the signal, in loopx's grace
+    // period (not SIGKILL), and exited as loopx does for it.
+    let runs = lab.p.path(".loopx/issue-runner/runs");
+    let serve_dir = names_in(&runs)
+        .into_iter()
+        .find(|n| n.starts_with("serve-"))
+        .expect("serve's directory");
+    let name = if sig == libc::SIGINT {
+        "SIGINT"
+    } else {
+        "SIGTERM"
+    };
+    for k in 1..=2 {
+        let log = runs.join(&serve_dir).join(format!("worker-{k}.jsonl"));
+        let work = events(&log)
+            .into_iter()
+            .find(|e| e["event"] == "script_end" && e["target"] == "issue-runner:work")
+            .expect("the work step ended");
+        assert_eq!(work["signal"], name, "{work}");
+        assert_eq!(run_end(&log)["exit_code"], 128 + sig);
+    }
+    assert_eq!(
+        out.stderr
+            .matches(&format!(", exit {} (claimed still", 128 + sig))
+            .count(),
+        2,
+        "{}",
+        out.stderr
+    );
     // Nothing of the run is left: not its group, not a worker's loopx, not
     // an agent.
     crate::util::procs::assert_group_gone(pid);

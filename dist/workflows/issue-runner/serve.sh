@@ -20,8 +20,8 @@
 # and its run log (--log) to worker-<k>.jsonl, which tells serve what the
 # worker did (its run id, the issue it took, how it ended). The workers
 # are children of this script, inside the serve run's process group: a
-# SIGTERM or SIGINT to the serve loopx reaches this script, which sends
-# SIGTERM to every worker loopx (they end their agents) and waits for them.
+# SIGTERM or SIGINT to the serve loopx reaches this script and every
+# worker loopx (they end their agents), and this script waits for them.
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -178,21 +178,26 @@ reap_ended() {
   done
 }
 
-# A signal to the serve loopx reaches this script: every worker loopx gets
-# SIGTERM (it ends its agent, with loopx's grace period), and this script
-# waits for them. Their issues stay claimed: the next pick-up restarts them.
+# A signal to the serve loopx reaches this script, and each worker loopx
+# too (the same process group): this script passes the same signal on to
+# every worker (as their parent: to loopx that is one signal, not a second
+# one that would skip the grace period), and waits for them. Each ends its
+# agent, with loopx's grace period. Their issues stay claimed: the next
+# pick-up restarts them.
 on_signal() {
-  local w
+  local w pid
   trap '' HUP INT QUIT TERM
   [ -n "$live" ] && say "serve: stopping $(live_count) worker(s)"
-  for w in $live; do kill -TERM "${w_pid[w]}" 2>/dev/null; done
+  # Every background job: a worker started just before the signal too.
+  for pid in $(jobs -p); do kill -s "$1" "$pid" 2>/dev/null; done
   for w in $live; do reap "$w"; done
-  exit "$1"
+  wait
+  exit "$2"
 }
-trap 'on_signal 129' HUP
-trap 'on_signal 130' INT
-trap 'on_signal 131' QUIT
-trap 'on_signal 143' TERM
+trap 'on_signal HUP 129' HUP
+trap 'on_signal INT 130' INT
+trap 'on_signal QUIT 131' QUIT
+trap 'on_signal TERM 143' TERM
 
 while :; do
   reap_ended
