@@ -1725,7 +1725,13 @@ fn issue_runner_serve_once_works_on_max_concurrent_issues_at_once_each_in_its_ow
     for n in 1..=3 {
         assert_eq!(lab.labels(n), ["agent:working"]);
     }
-    // The status lists them, each with its own run and loopx.
+    // The status lists them, each with its own run and loopx, and its
+    // worker's output.
+    let log = lab.p.path("serve.jsonl");
+    let serve_id = run_id(&log);
+    let dir = lab
+        .p
+        .path(&format!(".loopx/issue-runner/runs/serve-{serve_id}"));
     let status = lab
         .loopx(&["run", "issue-runner:status"])
         .env("REPO", "o/r")
@@ -1740,6 +1746,10 @@ fn issue_runner_serve_once_works_on_max_concurrent_issues_at_once_each_in_its_ow
             .lines()
             .find(|l| l.starts_with(&format!("#{n}  running   run ")))
             .unwrap_or_else(|| panic!("#{n} not running: {}", status.stderr));
+        assert!(
+            line.contains(&format!("; its output: {}/worker-", dir.display())),
+            "{line}"
+        );
         runs.push(line.split_whitespace().nth(3).unwrap().to_string());
     }
     runs.sort();
@@ -1760,15 +1770,10 @@ fn issue_runner_serve_once_works_on_max_concurrent_issues_at_once_each_in_its_ow
     }
     assert!(names_in(&lab.state("claims")).is_empty());
     // serve's run: one script, stopped with its summary.
-    let log = lab.p.path("serve.jsonl");
     assert_eq!(path_taken(&log), ["issue-runner:serve"]);
     assert_eq!(run_end(&log)["exit_code"], 0);
-    let serve_id = run_id(&log);
     // Each worker: a line when it starts, its output in its own log, its
     // own run log; four different runs took the four issues.
-    let dir = lab
-        .p
-        .path(&format!(".loopx/issue-runner/runs/serve-{serve_id}"));
     let workers = out
         .stderr
         .lines()

@@ -78,7 +78,7 @@ live_count() {
 # claims of runs that are not ours (cron runs, another serve), counted as
 # index.sh counts them.
 in_use() {
-  local n number pid ours
+  local n number pid ours w
   n=$(live_count)
   for number in $(claims_in_flight); do
     claimed=$claims_dir/$number
@@ -148,6 +148,7 @@ reap() {
         *) what="took no issue" ;;
       esac
       enough=1
+      stop=""
       [ "$status" -ne 0 ] && failed=$((failed + 1))
       ;;
     *)
