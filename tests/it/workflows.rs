@@ -1642,6 +1642,390 @@ fn issue_runner_works_on_up_to_max_concurrent_issues_each_under_its_own_lock() {
     assert_eq!(lab.labels(8), ["agent:done"]);
 }
 
+// ------------------------------------------------- issue-runner:serve
+
+/// An agent's answer for serve's tests: it notes its issue's number
+/// (`started-<n>`, and its pid in `pid-<n>`), then waits until the test
+/// releases it (`release-<n>` or `release-all`; at most 60 s, so a
+/// failing test cannot hang), and routes `done`.
+const HELD: &str = "n=$(printf '%s\\n' \"$PROMPT\" | sed -n 's/^You are working on issue #\\([0-9]*\\) of .*/\\1/p'); \
+                    echo $$ >\"$FAKE_AGENT/pid-$n\"; touch \"$FAKE_AGENT/started-$n\"; \
+                    i=0; while [ ! -e \"$FAKE_AGENT/release-$n\" ] && [ ! -e \"$FAKE_AGENT/release-all\" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; \
+                    echo \"worked on #$n\"; echo ROUTE: done";
+
+impl Lab {
+    /// `loopx run <args> issue-runner:serve`.
+    fn serve(&self, args: &[&str]) -> Run {
+        let mut all = vec!["run"];
+        all.extend_from_slice(args);
+        all.push("issue-runner:serve");
+        self.loopx(&all)
+            .env("REPO", "o/r")
+            .env("ALLOWED_AUTHORS", "alice, bob")
+    }
+
+    /// The issues whose agent has started (`started-<n>`), sorted.
+    fn started(&self) -> Vec<u32> {
+        let mut n: Vec<u32> = names_in(&self.agent)
+            .iter()
+            .filter_map(|f| f.strip_prefix("started-")?.parse().ok())
+            .collect();
+        n.sort_unstable();
+        n
+    }
+
+    /// Every live process of this lab: those whose environment holds its
+    /// $FAKE_AGENT (loopx runs, their scripts, agents and what they run).
+    fn processes(&self) -> Vec<i32> {
+        let mark = format!("FAKE_AGENT={}", self.agent.display()).into_bytes();
+        let mut found = Vec::new();
+        for entry in fs::read_dir("/proc").expect("read /proc").flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(env) = fs::read(entry.path().join("environ")) else {
+                continue;
+            };
+            if env.split(|&b| b == 0).any(|v| v == mark) && crate::util::procs::alive(pid) {
+                found.push(pid);
+            }
+        }
+        found
+    }
+}
+
+fn four_issues() -> Lab {
+    issue_runner(&[
+        (1, "alice", "2024-01-01T00:00:00Z", "agent:todo"),
+        (2, "bob", "2024-01-02T00:00:00Z", "agent:todo"),
+        (3, "alice", "2024-01-03T00:00:00Z", "agent:todo"),
+        (4, "bob", "2024-01-04T00:00:00Z", "agent:todo"),
+    ])
+}
+
+#[test]
+fn issue_runner_serve_once_works_on_max_concurrent_issues_at_once_each_in_its_own_run() {
+    let lab = four_issues();
+    lab.reply(0, HELD);
+    let mut serve = lab
+        .serve(&["--log", "serve.jsonl"])
+        .env("SERVE_ONCE", "1")
+        .env("MAX_CONCURRENT", "3")
+        .env("WORKER_ARGS", "--timeout 60s --retry 1")
+        .stderr_contains("issue-runner: serve: 4 issue(s) taken by ");
+    for n in 1..=4 {
+        serve = serve
+            .stderr_contains(&format!("ended: #{n}, run "))
+            .stderr_contains(&format!(", exit 0 (#{n}: agent:done)\n"));
+    }
+    let serve = serve.start();
+    // Three agents at once, on the three oldest issues; the fourth waits.
+    procs_wait("three agents run", || lab.started() == [1, 2, 3]);
+    assert_eq!(lab.labels(4), ["agent:todo"]);
+    for n in 1..=3 {
+        assert_eq!(lab.labels(n), ["agent:working"]);
+    }
+    // The status lists them, each with its own run and loopx, and its
+    // worker's output.
+    let log = lab.p.path("serve.jsonl");
+    let serve_id = run_id(&log);
+    let dir = lab
+        .p
+        .path(&format!(".loopx/issue-runner/runs/serve-{serve_id}"));
+    let status = lab
+        .loopx(&["run", "issue-runner:status"])
+        .env("REPO", "o/r")
+        .env("ALLOWED_AUTHORS", "alice")
+        .env("MAX_CONCURRENT", "3")
+        .stderr_contains("issue-runner: 3 issue(s) in flight (MAX_CONCURRENT=3)\n")
+        .run();
+    let mut runs = Vec::new();
+    for n in 1..=3 {
+        let line = status
+            .stderr
+            .lines()
+            .find(|l| l.starts_with(&format!("#{n}  running   run ")))
+            .unwrap_or_else(|| panic!("#{n} not running: {}", status.stderr));
+        assert!(
+            line.contains(&format!("; its output: {}/worker-", dir.display())),
+            "{line}"
+        );
+        runs.push(line.split_whitespace().nth(3).unwrap().to_string());
+    }
+    runs.sort();
+    runs.dedup();
+    assert_eq!(runs.len(), 3, "three runs: {runs:?}");
+    // One ends: the fourth issue is taken, and three run at once again.
+    fs::write(lab.agent.join("release-1"), "").unwrap();
+    procs_wait("the fourth agent runs", || lab.started() == [1, 2, 3, 4]);
+    assert_eq!(lab.labels(1), ["agent:done"]);
+    for n in 2..=4 {
+        assert_eq!(lab.labels(n), ["agent:working"]);
+        assert!(lab.state(&format!("claims/{n}")).is_file());
+    }
+    fs::write(lab.agent.join("release-all"), "").unwrap();
+    let out = serve.finish();
+    for n in 1..=4 {
+        assert_eq!(lab.labels(n), ["agent:done"], "#{n}");
+    }
+    assert!(names_in(&lab.state("claims")).is_empty());
+    // serve's run: one script, stopped with its summary.
+    assert_eq!(path_taken(&log), ["issue-runner:serve"]);
+    assert_eq!(run_end(&log)["exit_code"], 0);
+    // Each worker: a line when it starts, its output in its own log, its
+    // own run log; four different runs took the four issues.
+    let workers = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains(": serve: worker ") && l.contains(" started (loopx pid "))
+        .count();
+    assert!(
+        workers >= 5,
+        "four took an issue, one found none: {}",
+        out.stderr
+    );
+    assert!(out
+        .stderr
+        .contains(&format!("its output: {}/worker-1.log\n", dir.display())));
+    assert!(
+        out.stderr.contains(": no issue to take, run "),
+        "{}",
+        out.stderr
+    );
+    let mut took = Vec::new();
+    for k in 1..=workers {
+        let text = fs::read_to_string(dir.join(format!("worker-{k}.log"))).unwrap();
+        let id = run_id(&dir.join(format!("worker-{k}.jsonl")));
+        assert_ne!(id, serve_id);
+        if let Some(n) =
+            (1..=4).find(|n| text.contains(&format!("issue-runner: #{n} moved to agent:done")))
+        {
+            took.push((n, id));
+        }
+    }
+    took.sort();
+    assert_eq!(took.iter().map(|t| t.0).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    let mut ids: Vec<&String> = took.iter().map(|t| &t.1).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), 4, "{took:?}");
+}
+
+/// `wait_until`, shorter.
+fn procs_wait(what: &str, cond: impl FnMut() -> bool) {
+    crate::util::procs::wait_until(what, cond);
+}
+
+#[test]
+fn issue_runner_serve_goes_on_after_a_worker_fails_and_the_next_one_restarts_its_issue() {
+    let lab = three_issues();
+    // Its settings are checked before any worker starts.
+    lab.serve(&[])
+        .env("WORKER_ARGS", "--timeout 1m --log w.jsonl")
+        .env("SERVE_POLL", "soon")
+        .status(1)
+        .stderr_contains("issue-runner: serve: SERVE_POLL must be a duration")
+        .stderr_contains("issue-runner: serve: WORKER_ARGS may not hold --log")
+        .run();
+    assert!(lab.take_gh_calls().is_empty());
+    // The first worker cannot clone: it fails, #3 stays claimed; the next
+    // worker restarts it, the one after takes #8, the last finds nothing.
+    lab.reply(0, "echo ROUTE: done");
+    lab.gh_fails("repo clone 1");
+    lab.serve(&[])
+        .env("SERVE_ONCE", "1")
+        .stderr_contains("issue-runner: serve: worker 1 ended: #3, run ")
+        .stderr_contains(", exit 1 (claimed still: the next worker or run picks it up)\n")
+        .stderr_contains("issue-runner: serve: worker 2 ended: #3, run ")
+        .stderr_contains("issue-runner: serve: worker 3 ended: #8, run ")
+        .stderr_contains("issue-runner: serve: worker 4 ended: no issue to take, run ")
+        .stderr_contains("issue-runner: serve: 3 issue(s) taken by 4 worker(s), 1 failed\n")
+        .run();
+    assert_eq!(lab.labels(3), ["agent:done"]);
+    assert_eq!(lab.labels(8), ["agent:done"]);
+    let runs = lab.p.path(".loopx/issue-runner/runs");
+    let serve = names_in(&runs)
+        .into_iter()
+        .find(|n| n.starts_with("serve-"))
+        .expect("serve's directory");
+    let log =
+        |k: usize| fs::read_to_string(runs.join(&serve).join(format!("worker-{k}.log"))).unwrap();
+    assert!(
+        log(1).contains("issue-runner: cloning o/r failed"),
+        "{}",
+        log(1)
+    );
+    assert!(
+        log(2).contains("issue-runner: restarting #3, left by run "),
+        "{}",
+        log(2)
+    );
+}
+
+#[test]
+fn issue_runner_serve_waits_when_idle_and_looks_again_after_serve_poll() {
+    let lab = issue_runner(&[(9, "alice", "2023-12-01T00:00:00Z", "bug")]);
+    lab.reply(0, "echo ROUTE: done");
+    let waits = |log: &Path| {
+        fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(r#""event":"wait""#))
+            .count()
+    };
+    // Nothing to take: a loopx wait, which loopx status shows, and which a
+    // SIGTERM ends at once.
+    let idle = lab.p.path("idle.jsonl");
+    let serve = lab
+        .serve(&["--log", "idle.jsonl"])
+        .status(143)
+        .stderr_contains("issue-runner: serve: 0 issue(s) taken by 1 worker(s), 0 failed\n")
+        .stderr_contains("issue-runner: serve: looking again in 5m\n")
+        .start();
+    procs_wait("serve waits", || waits(&idle) == 1);
+    let status = lab
+        .loopx(&["status", "--json"])
+        .stdout_any("the runs, read below")
+        .run();
+    let runs: Value = serde_json::from_str(&status.stdout).expect("status JSON");
+    let me = runs
+        .as_array()
+        .expect("an array")
+        .iter()
+        .find(|r| r["pid"] == serve.pid())
+        .unwrap_or_else(|| panic!("serve not in {runs}"));
+    assert_eq!(me["script"], "issue-runner:serve", "{me}");
+    assert_eq!(me["state"], "waiting", "{me}");
+    let pid = serve.pid();
+    serve.signal(libc::SIGTERM);
+    serve.finish();
+    crate::util::procs::assert_group_gone(pid);
+    assert_eq!(run_end(&idle)["reason"], "signal");
+    assert_eq!(path_taken(&idle), ["issue-runner:serve"]);
+
+    // After SERVE_POLL it looks again, and takes an issue labeled since.
+    let log = lab.p.path("serve.jsonl");
+    let serve = lab
+        .serve(&["--log", "serve.jsonl"])
+        .env("SERVE_POLL", "1s")
+        .status(143)
+        .stderr_contains("issue-runner: serve: looking again in 1s\n")
+        .stderr_contains("ended: #7, run ")
+        .stderr_contains("issue-runner: serve: 1 issue(s) taken by 2 worker(s), 0 failed\n")
+        .start();
+    procs_wait("serve waits", || waits(&log) >= 1);
+    let d = lab.gh.join("issues/7");
+    fs::create_dir_all(&d).unwrap();
+    // The labels last: the fake gh lists the issue from then on.
+    for (f, text) in [
+        ("title", "Issue 7\n"),
+        ("body", "Seven.\n"),
+        ("author", "bob\n"),
+        ("created", "2024-02-01T00:00:00Z\n"),
+        ("labels", "agent:todo\n"),
+    ] {
+        fs::write(d.join(f), text).unwrap();
+    }
+    procs_wait("#7 is done", || lab.labels(7) == ["agent:done"]);
+    let seen = waits(&log);
+    procs_wait("serve waits again", || waits(&log) > seen);
+    serve.signal(libc::SIGTERM);
+    serve.finish();
+    let taken = path_taken(&log);
+    assert!(
+        taken.len() >= 2 && taken.iter().all(|t| t == "issue-runner:serve"),
+        "{taken:?}"
+    );
+}
+
+#[test]
+fn issue_runner_serve_stopped_by_sigterm_ends_every_worker_and_leaves_no_process() {
+    serve_stopped_by(libc::SIGTERM);
+}
+
+#[test]
+fn issue_runner_serve_stopped_by_sigint_ends_every_worker_and_leaves_no_process() {
+    serve_stopped_by(libc::SIGINT);
+}
+
+fn serve_stopped_by(sig: i32) {
+    let lab = three_issues();
+    lab.reply(0, HELD);
+    let serve = lab
+        .serve(&[])
+        .env("MAX_CONCURRENT", "2")
+        .status(128 + sig)
+        .stderr_contains("issue-runner: serve: stopping 2 worker(s)\n")
+        .stderr_contains("ended: #3, run ")
+        .stderr_contains("ended: #8, run ")
+        .stderr_contains(&format!(
+            ", exit {} (claimed still: the next worker or run picks it up)\n",
+            128 + sig
+        ))
+        .start();
+    procs_wait("both agents run", || lab.started() == [3, 8]);
+    let before = lab.processes();
+    let agents: Vec<i32> = [3, 8]
+        .iter()
+        .map(|n| crate::util::procs::read_pid(&lab.p, &format!("../agent/pid-{n}")))
+        .collect();
+    for a in &agents {
+        assert!(before.contains(a), "{a} in {before:?}");
+    }
+    let pid = serve.pid();
+    serve.signal(sig);
+    let out = serve.finish();
+    // Each worker ended its agent's step with the signal, in loopx's grace
+    // period (not SIGKILL), and exited as loopx does for it.
+    let runs = lab.p.path(".loopx/issue-runner/runs");
+    let serve_dir = names_in(&runs)
+        .into_iter()
+        .find(|n| n.starts_with("serve-"))
+        .expect("serve's directory");
+    let name = if sig == libc::SIGINT {
+        "SIGINT"
+    } else {
+        "SIGTERM"
+    };
+    for k in 1..=2 {
+        let log = runs.join(&serve_dir).join(format!("worker-{k}.jsonl"));
+        let work = events(&log)
+            .into_iter()
+            .find(|e| e["event"] == "script_end" && e["target"] == "issue-runner:work")
+            .expect("the work step ended");
+        assert_eq!(work["signal"], name, "{work}");
+        assert_eq!(run_end(&log)["exit_code"], 128 + sig);
+    }
+    assert_eq!(
+        out.stderr
+            .matches(&format!(", exit {} (claimed still", 128 + sig))
+            .count(),
+        2,
+        "{}",
+        out.stderr
+    );
+    // Nothing of the run is left: not its group, not a worker's loopx, not
+    // an agent.
+    crate::util::procs::assert_group_gone(pid);
+    let left: Vec<i32> = before
+        .iter()
+        .copied()
+        .filter(|&p| crate::util::procs::alive(p))
+        .collect();
+    assert!(left.is_empty(), "outlived the serve run: {left:?}");
+    assert!(lab.processes().is_empty(), "{:?}", lab.processes());
+    // Their issues stay claimed, in progress, for the next pick-up.
+    for n in [3, 8] {
+        assert_eq!(lab.labels(n), ["agent:working"]);
+        assert!(lab.state(&format!("claims/{n}")).is_file());
+    }
+    lab.loopx(&["run", "issue-runner:status"])
+        .env("REPO", "o/r")
+        .env("ALLOWED_AUTHORS", "alice")
+        .stderr_contains("#3  gone      run ")
+        .stderr_contains("#8  gone      run ")
+        .run();
+}
+
 impl Lab {
     fn labels_path(&self, n: u32) -> PathBuf {
         self.gh.join(format!("issues/{n}/labels"))

@@ -5,9 +5,9 @@
 #   index -> work -> ci (checks; fix rounds) -> finish     (CI_GATE=1)
 #   index -> stop                                 (nothing to do, or busy)
 #
-# One issue per run; several runs at once (cron without flock, or a
-# service starting runs) work on up to MAX_CONCURRENT issues, each in its
-# own clone and loopx run, each holding the lock of its issue
+# One issue per run; several runs at once (serve.sh's workers, or cron
+# without flock) work on up to MAX_CONCURRENT issues, each in its own
+# clone and loopx run, each holding the lock of its issue
 # (state/claims/<n>). See README.md.
 #  1. A claim whose run is gone (it failed, timed out or was killed) is
 #     picked up: restarted, its agent's session carried on, at most

@@ -4,6 +4,9 @@
 #   #3  running   run 0123456789abcdef (loopx pid 4242), restarts 0, started 12:00:00 UTC
 #   #8  gone      run fedcba9876543210, restarts 1: the next run restarts it
 #
+# A run that a serve run started (serve.sh) has its output in
+# runs/serve-<id>/worker-<k>.log, named at the end of its line.
+#
 # `loopx run issue-runner:status` changes nothing (it takes no issue and
 # calls no forge); it stops at once.
 set -uo pipefail
@@ -30,6 +33,11 @@ for number in $(claims_in_flight); do
   else
     line="#$number  gone      run $(claim_get run), restarts ${restarts:-0}: the next run hands it to $needs_human_label"
   fi
+  # A worker of serve: where its output is (its run log names its run).
+  run=$(claim_get run)
+  worker=""
+  [ -n "$run" ] && worker=$(grep -l -F "\"run_id\":\"$run\"" "$runs_dir"/serve-*/worker-*.jsonl 2>/dev/null | head -n 1)
+  [ -n "$worker" ] && line="$line; its output: ${worker%.jsonl}.log"
   printf '%s\n' "$line" >&2
 done
 say "$n issue(s) in flight (MAX_CONCURRENT=$max_concurrent)"

@@ -25,7 +25,8 @@
 # clone (removed when the issue is finished) and the agent's files
 # (`loopx agent`): agent[.wait-<w>][.attempt-<m>].events.jsonl (its raw
 # output), .final.txt (its final message), .stderr.log, .summary.json, and
-# the prompt.
+# the prompt. A serve run (serve.sh) gets runs/serve-<LOOPX_RUN_ID>/, with
+# each worker's output (worker-<k>.log) and run log (worker-<k>.jsonl).
 
 root=$LOOPX_PROJECT_ROOT
 forge_cmd=${FORGE_CMD:-gh}
