@@ -1,8 +1,22 @@
 // The script helpers `output()` and `input()` (SPEC §6.4, §6.5). Every loopx
-// JS/TS script loads this file, so it stays small and imports only builtins
-// that Node has already loaded at startup (node:tty, which input() alone
-// needs, is loaded when it runs).
-import { writeSync } from "node:fs";
+// JS/TS script loads this file, so it stays small and imports nothing
+// (node:tty, which input() alone needs, is loaded when it runs).
+//
+// node:fs, for output(), comes from process.getBuiltinModule (Node >=
+// 20.16 and 22.3, Bun), which hands over the module Node loaded at start-up.
+// `import { writeSync } from "node:fs"` would build node:fs's ESM facade,
+// which reads every export, fs.promises included, and so loads
+// fs/promises, readline and file streams: 3-5 ms of CPU at each script
+// start on Node 22 and 24, about a tenth of a bare `node` run (measured).
+// Where Node lacks getBuiltinModule (20.6-20.15, 22.0-22.2), loopx's
+// preload (loader/register.mjs, in every script loopx runs) has imported
+// node:fs and left it under FS_KEY; anywhere else it is imported now and
+// is there for an output() called once this module's caller has awaited
+// anything. No top-level await: that would stop a CommonJS file from
+// require()-ing "loopx" on a Node that can require ES modules.
+const FS_KEY = Symbol.for("loopx.node:fs");
+let fs = process.getBuiltinModule?.("node:fs") ?? globalThis[FS_KEY] ?? import.meta.require?.("node:fs");
+if (!fs) import("node:fs").then((m) => (fs ??= m));
 
 // The fields output() writes: §6.4's three, and the extensions a script may
 // use to ask for a wait or report what it spent (DESIGN.md "Beyond the spec").
@@ -72,12 +86,13 @@ function costOf(value) {
 // fd 1 non-blocking (touching process.stdout does), a full pipe answers
 // EAGAIN: wait a millisecond and go on.
 function writeAll(text) {
+  if (!fs) throw new Error("output() was called before node:fs could load: this Node has no process.getBuiltinModule (use Node 20.16, 22.3 or later)");
   const bytes = Buffer.from(text, "utf8");
   let offset = 0;
   let pause;
   while (offset < bytes.length) {
     try {
-      offset += writeSync(1, bytes, offset);
+      offset += fs.writeSync(1, bytes, offset);
     } catch (error) {
       if (error?.code !== "EAGAIN") throw error;
       pause ??= new Int32Array(new SharedArrayBuffer(4));

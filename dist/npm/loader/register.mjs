@@ -34,31 +34,36 @@ if (typeof module.registerHooks === "function") {
   }
   module.registerHooks({ resolve: hooks.resolveSync, load: hooks.loadSync });
   if (tsx && !ts) await import(tsx);
-} else if (!tsx) {
-  module.register(hooksURL);
 } else {
-  // Node's hooks thread (module.register, Node < 22.15). Once the loopx
-  // hooks are registered, every module this thread imports is resolved and
-  // loaded by a round trip to that thread: importing tsx's loader then would
-  // cost ~45 round trips (~25 ms per script on Node 20, measured). So tsx's
-  // modules are imported first, natively: its CommonJS loader (which
-  // installs tsx's require() hooks as it loads) and its API, whose
-  // register() is what tsx's loader calls on the main thread. With those in
-  // hand, the loopx hooks are registered, then tsx's, and nothing more loads
-  // through the hooks before the script. hooks.mjs does the same for tsx's
-  // graph on the hooks thread.
-  const { isMainThread } = await import("node:worker_threads");
-  let tsxRegister;
-  try {
-    await import(new URL("cjs/index.cjs", tsx).href);
-    ({ register: tsxRegister } = await import(new URL("esm/api/index.mjs", tsx).href));
-  } catch {
-    // Another tsx layout: its loader, below, loads what it needs.
+  // Node 20.6-20.15: helpers.js finds no process.getBuiltinModule and takes
+  // node:fs from here (helpers.js says why it imports none).
+  if (!process.getBuiltinModule) globalThis[Symbol.for("loopx.node:fs")] = await import("node:fs");
+  if (!tsx) {
+    module.register(hooksURL);
+  } else {
+    // Node's hooks thread (module.register, Node < 22.15). Once the loopx
+    // hooks are registered, every module this thread imports is resolved and
+    // loaded by a round trip to that thread: importing tsx's loader then would
+    // cost ~45 round trips (~25 ms per script on Node 20, measured). So tsx's
+    // modules are imported first, natively: its CommonJS loader (which
+    // installs tsx's require() hooks as it loads) and its API, whose
+    // register() is what tsx's loader calls on the main thread. With those in
+    // hand, the loopx hooks are registered, then tsx's, and nothing more loads
+    // through the hooks before the script. hooks.mjs does the same for tsx's
+    // graph on the hooks thread.
+    const { isMainThread } = await import("node:worker_threads");
+    let tsxRegister;
+    try {
+      await import(new URL("cjs/index.cjs", tsx).href);
+      ({ register: tsxRegister } = await import(new URL("esm/api/index.mjs", tsx).href));
+    } catch {
+      // Another tsx layout: its loader, below, loads what it needs.
+    }
+    hooksURL.searchParams.set("tsx", tsx);
+    module.register(hooksURL);
+    // tsx's loader registers its ESM hooks from the main thread only (on
+    // Node < 22.15); in a worker, it decides for itself.
+    if (typeof tsxRegister === "function" && isMainThread) tsxRegister();
+    else await import(tsx);
   }
-  hooksURL.searchParams.set("tsx", tsx);
-  module.register(hooksURL);
-  // tsx's loader registers its ESM hooks from the main thread only (on
-  // Node < 22.15); in a worker, it decides for itself.
-  if (typeof tsxRegister === "function" && isMainThread) tsxRegister();
-  else await import(tsx);
 }
