@@ -194,7 +194,7 @@ const hooksThread = typeof (await import("node:module")).registerHooks !== "func
 
 // Speed, checked by what loads rather than by a timing: importing "loopx"
 // must not build node:fs's ESM facade, which loads fs/promises, readline
-// and file streams (helpers.js says what that costs). On Node's hooks
+// and file streams (index.js says what that costs). On Node's hooks
 // thread (Node < 22.15) module.register() loads them itself.
 test("importing loopx and calling output() loads no node:fs facade", { skip: hooksThread && "hooks on Node's hooks thread" }, async (t) => {
   const r = await script(t, `import { output } from "loopx";
