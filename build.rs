@@ -13,13 +13,11 @@ use flate2::Compression;
 /// The embedded files, relative to dist/npm (js_assets::NAMES says the same).
 const FILES: &[&str] = &[
     "index.js",
-    "helpers.js",
     "api.js",
     "lib/native.js",
     "lib/ustar.js",
     "loader/register.mjs",
     "loader/hooks.mjs",
-    "loader/ts.mjs",
     "loader/bun-preload.js",
     "loader/tsconfig.json",
 ];

@@ -16,7 +16,7 @@ use crate::error::Error;
 use crate::state_file;
 
 /// The package.json beside the helpers: the version, as lib/native.js
-/// reads it to pick a release. index.js and helpers.js are ESM `.js` files:
+/// reads it to pick a release. index.js and api.js are ESM `.js` files:
 /// this makes Node read them as modules, as the npm package's own
 /// package.json does.
 const PACKAGE_JSON: &str = concat!(
@@ -39,16 +39,16 @@ macro_rules! deflated {
 /// package.json. Deflated (build.rs) because the static binary has a size
 /// budget; inflated only when a run first reaches a JS/TS script.
 const DEFLATED: &[(&str, &[u8])] = &[
+    // output() and input(), run() and runPromise().
     deflated!("index.js", "index.js"),
-    deflated!("helpers.js", "helpers.js"),
     // run()/runPromise() (§9), loaded by index.js only when called.
     deflated!("api.js", "api.js"),
     deflated!("lib/native.js", "lib_native.js"),
     deflated!("lib/ustar.js", "lib_ustar.js"),
+    // The hooks (and on Node >= 22.15 the TypeScript transpile cache).
     deflated!("loader/register.mjs", "loader_register.mjs"),
+    // Node < 22.15: the hooks on Node's hooks thread.
     deflated!("loader/hooks.mjs", "loader_hooks.mjs"),
-    // TypeScript/JSX through the transpile cache (Node >= 22.15).
-    deflated!("loader/ts.mjs", "loader_ts.mjs"),
     deflated!("loader/bun-preload.js", "loader_bun-preload.js"),
     deflated!("loader/tsconfig.json", "loader_tsconfig.json"),
 ];
@@ -181,7 +181,7 @@ mod tests {
         for (rel, content) in &files {
             assert_eq!(fs::read(d.join(rel)).expect("read"), *content, "{rel}");
         }
-        fs::write(d.join("helpers.js"), "corrupt").expect("write");
+        fs::write(d.join("index.js"), "corrupt").expect("write");
         fs::remove_file(d.join("loader/hooks.mjs")).expect("rm");
         ensure(&d).expect("repair");
         for (rel, content) in &files {
@@ -212,6 +212,8 @@ mod tests {
                 for part in text.split(marker).skip(1) {
                     let quote = marker.chars().last().unwrap_or('"');
                     let target = part.split(quote).next().unwrap_or("");
+                    // A query (register.mjs?hooks-thread) names the same file.
+                    let target = target.split(['?', '#']).next().unwrap_or("");
                     if !target.starts_with("./") && !target.starts_with("../") {
                         continue;
                     }

@@ -498,17 +498,12 @@ fn standalone_binary_with_only_node_runs_js_importing_loopx() {
         .join(".cache/loopx")
         .join(env!("CARGO_PKG_VERSION"))
         .join("js");
-    for f in [
-        "index.js",
-        "helpers.js",
-        "loader/register.mjs",
-        "loader/hooks.mjs",
-    ] {
+    for f in ["index.js", "loader/register.mjs", "loader/hooks.mjs"] {
         assert!(cache.join(f).is_file(), "{f} in {}", cache.display());
     }
     assert_eq!(
-        fs::read(cache.join("helpers.js")).expect("read"),
-        fs::read(npm_dir().join("helpers.js")).expect("read")
+        fs::read(cache.join("index.js")).expect("read"),
+        fs::read(npm_dir().join("index.js")).expect("read")
     );
 }
 
@@ -522,7 +517,7 @@ fn standalone_helpers_go_to_xdg_cache_home_and_a_damaged_copy_is_rewritten() {
     let helpers = cache
         .join("loopx")
         .join(env!("CARGO_PKG_VERSION"))
-        .join("js/helpers.js");
+        .join("js/index.js");
     fs::write(
         &helpers,
         "export const output = () => { throw new Error(\"damaged\"); };\n",
@@ -533,7 +528,7 @@ fn standalone_helpers_go_to_xdg_cache_home_and_a_damaged_copy_is_rewritten() {
     assert_eq!(p.read("got"), "ok");
     assert_eq!(
         fs::read(&helpers).expect("read"),
-        fs::read(npm_dir().join("helpers.js")).expect("read")
+        fs::read(npm_dir().join("index.js")).expect("read")
     );
 }
 
@@ -1075,7 +1070,7 @@ fn an_unusable_loopx_tsx_falls_back_to_the_workflow_tsx_before_the_project_one()
 // ---- TypeScript through the transpile cache (issue 26) --------------------
 //
 // On Node >= 22.15 (LOOPX_TEST_NODE22), with the package's tsx: TypeScript
-// is served transpiled from ${XDG_CACHE_HOME:-~/.cache}/loopx/ts (ts.mjs).
+// is served transpiled from ${XDG_CACHE_HOME:-~/.cache}/loopx/ts (loader/register.mjs).
 
 /// `loopx run <args>` as the npm package starts it, on Node 22.
 fn run_packaged_node22(p: &Project, args: &[&str]) -> Run {

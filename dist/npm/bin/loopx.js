@@ -13,8 +13,8 @@
 //   stdin, stdout and stderr.
 // - environment, on top of this process's own (binaryEnv() in lib/native.js,
 //   shared with run() in api.js):
-//     LOOPX_PACKAGE_DIR  absolute path of this package's root: helpers.js,
-//                        index.js, loader/register.mjs, loader/hooks.mjs,
+//     LOOPX_PACKAGE_DIR  absolute path of this package's root: index.js,
+//                        loader/register.mjs, loader/hooks.mjs,
 //                        loader/bun-preload.js and loader/tsconfig.json are
 //                        found relative to it.
 //     LOOPX_JS_RUNTIME   "bun" when this shim runs under Bun; otherwise a

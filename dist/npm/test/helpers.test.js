@@ -189,3 +189,27 @@ output({ result: "[" + (await input()) + "]" });
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /\{"result":"\[\]"\}/);
 });
+
+const hooksThread = typeof (await import("node:module")).registerHooks !== "function";
+
+// Speed, checked by what loads rather than by a timing: importing "loopx"
+// must not build node:fs's ESM facade, which loads fs/promises, readline
+// and file streams (index.js says what that costs). On Node's hooks
+// thread (Node < 22.15) module.register() loads them itself.
+test("importing loopx and calling output() loads no node:fs facade", { skip: hooksThread && "hooks on Node's hooks thread" }, async (t) => {
+  const r = await script(t, `import { output } from "loopx";
+output({ result: String(process.moduleLoadList.includes("NativeModule internal/fs/promises")) });
+`);
+  assert.equal(r.stdout, '{"result":"false"}', r.stderr);
+});
+
+// A Node without process.getBuiltinModule (20.6-20.15), with the hooks on
+// Node's hooks thread: the preload hands node:fs over (Node that has
+// module.registerHooks has getBuiltinModule too).
+test("output() on a Node without process.getBuiltinModule", { skip: !hooksThread && "this Node has in-thread hooks" }, async (t) => {
+  const dir = tempDir(t);
+  writeTree(dir, { "index.js": 'import { output } from "loopx";\noutput({ result: typeof process.getBuiltinModule });\n' });
+  const r = await run(process.execPath, ["--import", "data:text/javascript,delete process.getBuiltinModule", "--import", REGISTER, "index.js"], { cwd: dir });
+  assert.equal(r.stdout, '{"result":"undefined"}', r.stderr);
+  assert.equal(r.code, 0);
+});

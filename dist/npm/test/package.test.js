@@ -30,8 +30,8 @@ test("npm pack ships every runtime file", () => {
   const files = report.files.map((f) => f.path);
   for (const file of [
     "package.json", "README.md", "bin/loopx.js", "lib/native.js", "lib/ustar.js", "lib/postinstall.js",
-    "api.js", "helpers.js", "helpers.d.ts", "index.js", "index.d.ts",
-    "loader/register.mjs", "loader/hooks.mjs", "loader/ts.mjs", "loader/bun-preload.js", "loader/tsconfig.json",
+    "api.js", "helpers.d.ts", "index.js", "index.d.ts",
+    "loader/register.mjs", "loader/hooks.mjs", "loader/bun-preload.js", "loader/tsconfig.json",
   ]) {
     assert.ok(files.includes(file), `${file} is in the package`);
   }

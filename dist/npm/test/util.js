@@ -41,7 +41,7 @@ export function writeTree(root, files) {
 export function packageCopy(t, { nodeModules = true } = {}) {
   const dir = join(tempDir(t), "loopx");
   mkdirSync(dir);
-  for (const entry of ["bin", "lib", "loader", "api.js", "helpers.js", "index.js", "package.json"]) {
+  for (const entry of ["bin", "lib", "loader", "api.js", "index.js", "package.json"]) {
     cpSync(join(PKG, entry), join(dir, entry), { recursive: true });
   }
   if (nodeModules) symlinkSync(join(PKG, "node_modules"), join(dir, "node_modules"));
