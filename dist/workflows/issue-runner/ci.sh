@@ -93,20 +93,10 @@ EOF
   out=$("$LOOPX_BIN" agent --output --dir "$sessions_dir/$number" --step "$step" --workdir "$clone" \
     --prompt "$run_dir/$step.prompt.md" --allow "$forge_cmd")
   status=$?
-  if [ "$status" -ne 0 ]; then
-    # The round stays open (ci_fixing): a retry or a restart runs it again.
-    say "#$number: the agent failed in fix round $k (exit $status)"
-    printf '%s\n' "$out"
-    exit "$status"
-  fi
-  if [ -n "$(printf '%s' "$out" | json .retry_after)" ]; then
-    # A usage limit or an outage: this step again after the wait, and the
-    # open round with it.
-    printf '%s\n' "$out"
-    exit 0
-  fi
-  cost=$(printf '%s' "$out" | json .cost_usd)
-  printf '%s' "$out" | json .result >"$run_dir/agent.log"
+  # A failure or a wait leaves the round open (ci_fixing): a retry, the
+  # step after the wait, or a restart runs it again.
+  [ "$status" -ne 0 ] && say "#$number: the agent failed in fix round $k (exit $status)"
+  agent_finished "$status" "$out"
   route=$(route_of "$run_dir/agent.log")
   claim_set ci_fixing ""
   if [ "$route" != "done" ]; then

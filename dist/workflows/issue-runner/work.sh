@@ -84,19 +84,9 @@ if [ "$status" -ne 0 ]; then
   # it: loopx agent's output says which.
   say "#$number: the agent failed (exit $status)"
   case $out in *'"class":"permission_denied"'*) say "#$number: the agent was denied a permission it needs: allow the command with AGENT_ALLOW, or set AGENT_UNSAFE=1 inside a sandbox (a container, a VM)" ;; esac
-  printf '%s\n' "$out"
-  exit "$status"
 fi
-if [ -n "$(printf '%s' "$out" | json .retry_after)" ]; then
-  # A usage or rate limit, or an outage: loopx runs this step again after
-  # the wait.
-  printf '%s\n' "$out"
-  exit 0
-fi
-cost=$(printf '%s' "$out" | json .cost_usd)
-
 # The final message of the attempt that finished, for finish.sh.
-printf '%s' "$out" | json .result >"$run_dir/agent.log"
+agent_finished "$status" "$out"
 route=$(route_of "$run_dir/agent.log")
 say "#$number: the agent routed it to '$route'"
 if [ "$ci_gate" = 1 ] && [ "$route" = "done" ]; then

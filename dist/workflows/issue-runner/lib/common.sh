@@ -168,6 +168,25 @@ label_for() {
 # route_of <file>: the route token of the agent's final message in <file>
 # (its last `ROUTE: <token>` line, markdown emphasis ignored); done when
 # it names none.
+# agent_finished <status> <output>: what `loopx agent --output` ended with,
+# as this step's outcome. A failure (its exit code; its output says whether
+# it is permanent) or a wait (a usage limit or an outage: loopx runs the
+# step again after it) is passed on, and the step ends here. Otherwise the
+# agent finished: its final message goes to $run_dir/agent.log and its
+# cost to $cost.
+agent_finished() {
+  if [ "$1" -ne 0 ]; then
+    printf '%s\n' "$2"
+    exit "$1"
+  fi
+  if [ -n "$(printf '%s' "$2" | json .retry_after)" ]; then
+    printf '%s\n' "$2"
+    exit 0
+  fi
+  cost=$(printf '%s' "$2" | json .cost_usd)
+  printf '%s' "$2" | json .result >"$run_dir/agent.log"
+}
+
 route_of() {
   local route
   route=$(sed 's/[*`]//g' "$1" | sed -n 's/^[[:space:]]*ROUTE:[[:space:]]*\([^[:space:]]*\).*/\1/p' | tail -n 1)
