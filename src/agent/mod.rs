@@ -9,6 +9,7 @@ pub mod claude;
 pub mod codex;
 pub mod cost;
 pub mod gemini;
+pub mod keep;
 pub mod preset;
 pub mod progress;
 pub mod read;

@@ -60,6 +60,8 @@ struct Settings {
     limit_wait: u64,
     waits: u32,
     prices: (Option<f64>, Option<f64>),
+    /// Steps whose files the directory keeps (0: all).
+    keep_steps: usize,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -93,7 +95,10 @@ pub fn run(args: &Args) -> i32 {
         Ok(p) => p,
         Err(why) => return missing(args, &s.label, &why),
     };
-    chain(args, &s, &prompt, &mut signals)
+    let code = chain(args, &s, &prompt, &mut signals);
+    // After the step: the files of the oldest steps beyond the bound go.
+    super::keep::prune(&s.dir, s.keep_steps);
+    code
 }
 
 /// A permanent failure before any agent ran.
@@ -210,6 +215,18 @@ fn settings(args: &Args, label: String) -> Result<Settings, String> {
         fresh: args.fresh || env("AGENT_FRESH").as_deref() == Some("1"),
         limit_wait: dur("AGENT_LIMIT_WAIT", Duration::from_secs(300)).as_secs(),
         waits: count("LOOPX_WAITS"),
+        keep_steps: env("AGENT_KEEP_STEPS").map_or(super::keep::DEFAULT, |v| {
+            v.parse().unwrap_or_else(|_| {
+                say(
+                    &label,
+                    &format!(
+                        "AGENT_KEEP_STEPS must be a number of steps (0: all); using {}",
+                        super::keep::DEFAULT
+                    ),
+                );
+                super::keep::DEFAULT
+            })
+        }),
         prices: (
             cost::price(env("AGENT_PRICE_IN_PER_MTOK").as_deref()),
             cost::price(env("AGENT_PRICE_OUT_PER_MTOK").as_deref()),

@@ -588,3 +588,33 @@ fn a_permission_refusal_blocks_a_resumed_step_only_while_its_allow_list_holds() 
         .run();
     assert_eq!(p.read("starts"), "start\nstart\n");
 }
+
+/// docs/agent.md "Files kept": a directory keeps the files of the newest
+/// AGENT_KEEP_STEPS steps; older steps' files go, anything else stays.
+#[test]
+fn the_files_of_the_oldest_steps_beyond_the_bound_are_removed() {
+    let p = Project::new();
+    fake(&p, "claude", &recorded("claude", "ok"), 0);
+    p.file("runs/d/notes.txt", "mine\n");
+    for step in ["s1", "s2", "s3"] {
+        agent(&p, &["--dir", "runs/d", "--step", step])
+            .env("AGENT_KEEP_STEPS", "2")
+            .stdout_any("the final message")
+            .stderr_any("the agent's progress lines")
+            .run();
+    }
+    let mut left: Vec<String> = std::fs::read_dir(p.path("runs/d"))
+        .expect("the step directory")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert!(left.contains(&"notes.txt".to_string()), "{left:?}");
+    assert!(left.iter().all(|f| !f.starts_with("s1.")), "{left:?}");
+    for step in ["s2", "s3"] {
+        assert!(
+            left.contains(&format!("{step}.summary.json")),
+            "{step}: {left:?}"
+        );
+    }
+}
