@@ -708,27 +708,13 @@ pub const PRUNE_EVERY_MS: i64 = 24 * 3600 * 1000;
 /// other days, however many checkpoints are kept. Returns whether it
 /// pruned. The directory must have been checked (`check_dir`).
 pub fn prune_if_due(dir: &Path, now_ms: i64) -> Result<bool, (PathBuf, DirProblem)> {
-    use std::os::unix::fs::MetadataExt;
     let Some(parent) = dir.parent() else {
         prune(dir, now_ms)?;
         return Ok(true);
     };
-    let stamp = parent.join(PRUNE_STAMP);
-    let last = fs::symlink_metadata(&stamp)
-        .ok()
-        .filter(|m| m.file_type().is_file())
-        .map(|m| m.mtime() * 1000);
-    if last.is_some_and(|t| (0..PRUNE_EVERY_MS).contains(&now_ms.saturating_sub(t))) {
+    if !state_file::sweep_due(&parent.join(PRUNE_STAMP), now_ms, PRUNE_EVERY_MS) {
         return Ok(false);
     }
-    // The stamp first: runs starting at once do not all prune.
-    let _ = fs::remove_file(&stamp);
-    let _ = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&stamp);
     prune(dir, now_ms)?;
     Ok(true)
 }

@@ -247,23 +247,11 @@ pub fn agent_progress(text: &str) {
 
 /// Sweeps `dir` for old kept files when the last sweep is a day old.
 fn prune_if_due(dir: &Path, now: SystemTime) {
-    let stamp = dir.join(PRUNE_STAMP);
-    let last = fs::symlink_metadata(&stamp)
-        .ok()
-        .filter(|m| m.is_file())
-        .and_then(|m| m.modified().ok());
-    if last.is_some_and(|t| now.duration_since(t).unwrap_or_default() < PRUNE_EVERY) {
-        return;
+    let every_ms = PRUNE_EVERY.as_millis() as i64;
+    let now_ms = crate::clock::unix_ms(now) as i64;
+    if state_file::sweep_due(&dir.join(PRUNE_STAMP), now_ms, every_ms) {
+        prune(dir, now);
     }
-    // The stamp first: concurrent runs then rarely sweep together.
-    let _ = fs::remove_file(&stamp);
-    let _ = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&stamp);
-    prune(dir, now);
 }
 
 /// Removes kept files not written for 30 days whose run has no checkpoint

@@ -169,6 +169,30 @@ pub fn check(file: &File, limit: u64) -> io::Result<()> {
     }
 }
 
+/// Whether a daily sweep is due, by the stamp file `stamp` (checkpoints'
+/// and kept event lines each have one): it is when the stamp is missing,
+/// not a regular file, or not written within the `every_ms` before
+/// `now_ms` (a stamp from the future, a clock set back, counts as old).
+/// When due, the stamp is renewed first, so runs starting at once rarely
+/// sweep together; the others pay one `stat`.
+pub fn sweep_due(stamp: &Path, now_ms: i64, every_ms: i64) -> bool {
+    let last = fs::symlink_metadata(stamp)
+        .ok()
+        .filter(|m| m.file_type().is_file())
+        .map(|m| m.mtime() * 1000);
+    if last.is_some_and(|t| (0..every_ms).contains(&now_ms.saturating_sub(t))) {
+        return false;
+    }
+    let _ = fs::remove_file(stamp);
+    let _ = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(stamp);
+    true
+}
+
 /// Opens the state file at `path` read-only, without following a link or
 /// waiting on a fifo, and [`check`]s it.
 pub fn open(path: &Path, limit: u64) -> io::Result<File> {
@@ -219,6 +243,22 @@ mod tests {
         let _ = fs::remove_dir_all(&d);
         fs::create_dir_all(&d).expect("temp dir");
         d
+    }
+
+    #[test]
+    fn a_sweep_is_due_once_a_day_and_after_a_clock_set_back() {
+        let d = temp("sweep");
+        let stamp = d.join(".pruned");
+        let day = 24 * 3600 * 1000;
+        let now = crate::clock::unix_ms(std::time::SystemTime::now()) as i64;
+        assert!(sweep_due(&stamp, now, day), "no stamp yet");
+        assert!(stamp.is_file(), "renewed first");
+        assert!(!sweep_due(&stamp, now + 1000, day), "swept a moment ago");
+        assert!(sweep_due(&stamp, now + day + 1000, day), "a day on");
+        // The stamp is now (renewed above); a clock set back a day sees it
+        // from the future: old.
+        assert!(sweep_due(&stamp, now - day, day));
+        let _ = fs::remove_dir_all(&d);
     }
 
     fn refusal(path: &Path, limit: u64) -> String {
