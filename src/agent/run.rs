@@ -509,29 +509,18 @@ fn attempt(s: &Settings, kind: Kind, prompt: &Path, signals: &mut Signals) -> Re
             let end = supervise(s, kind, child, events, &mut facts, signals)?;
             (end, tail(Path::new(&paths.stderr)))
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let v = Verdict {
-                class: Class::Missing,
-                reset_in: None,
-                reason: install_hint(kind, &argv[0]),
-            };
-            return Ok(Attempt {
-                kind,
-                verdict: v,
-                facts,
-                retry_after: None,
-                resume_failed: false,
-            });
-        }
         Err(e) => {
-            let v = Verdict {
-                class: Class::Crashed,
-                reset_in: None,
-                reason: format!("cannot start {}: {e}", argv[0]),
+            let (class, reason) = match e.kind() {
+                io::ErrorKind::NotFound => (Class::Missing, install_hint(kind, &argv[0])),
+                _ => (Class::Crashed, format!("cannot start {}: {e}", argv[0])),
             };
             return Ok(Attempt {
                 kind,
-                verdict: v,
+                verdict: Verdict {
+                    class,
+                    reset_in: None,
+                    reason,
+                },
                 facts,
                 retry_after: None,
                 resume_failed: false,

@@ -672,14 +672,7 @@ mod tests {
             p(400, 1, 400, 400),
             p(500, 1, 500, 80),
         ];
-        let orders = Orders {
-            pipe: 10,
-            mark: (7, 42),
-            loopx: 100,
-            pgid: 90,
-            sid: 80,
-        };
-        let run = run_processes(&procs, &[200, 300, 500], &orders, 500);
+        let run = run_processes(&procs, &[200, 300, 500], &dead_loopx(), 500);
         assert_eq!(run, [199, 200, 201, 300, 310]);
     }
 

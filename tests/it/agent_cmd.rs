@@ -229,29 +229,25 @@ fn the_quota_threshold_pauses_the_next_step() {
     assert!(out.stdout.starts_with("{\"retry_after\":"), "{out}");
 }
 
+/// Runs `cmd` as the agent with `--idle-timeout 1s`: it must end as hung
+/// (exit 31) and leave its process group gone (`cmd` writes its pid).
+fn ends_hung(p: &Project, cmd: &str) {
+    agent(p, &["--cmd", cmd, "--idle-timeout", "1s", "--output"])
+        .status(31)
+        .stdout("{\"class\":\"hung\"}\n")
+        .stderr_contains("no event from the agent for 1s: ending it")
+        .stderr_any("the agent's progress lines")
+        .timeout(Duration::from_secs(30))
+        .run();
+    procs::assert_group_gone(procs::read_pid(p, "pid"));
+}
+
 #[test]
 fn a_hang_is_caught_by_the_idle_timeout_and_nothing_is_left() {
     let p = Project::new();
     let start = Instant::now();
-    agent(
-        &p,
-        &[
-            "--cmd",
-            "echo started; echo $$ > pid; sleep 600",
-            "--idle-timeout",
-            "1s",
-            "--output",
-        ],
-    )
-    .status(31)
-    .stdout("{\"class\":\"hung\"}\n")
-    .stderr_contains("no event from the agent for 1s: ending it")
-    .stderr_any("the agent's progress lines")
-    .timeout(Duration::from_secs(30))
-    .run();
+    ends_hung(&p, "echo started; echo $$ > pid; sleep 600");
     assert!(start.elapsed() < Duration::from_secs(15));
-    let pid = procs::read_pid(&p, "pid");
-    procs::assert_group_gone(pid);
 }
 
 /// docs/agent.md: a CLI's start-up, before its first event, is not a hang
@@ -259,25 +255,9 @@ fn a_hang_is_caught_by_the_idle_timeout_and_nothing_is_left() {
 #[test]
 fn the_idle_timeout_counts_from_the_first_event() {
     let p = Project::new();
-    agent(
-        &p,
-        &[
-            "--cmd",
-            "sleep 2; echo first; echo $$ > pid; sleep 600",
-            "--idle-timeout",
-            "1s",
-            "--output",
-        ],
-    )
-    .status(31)
-    .stdout("{\"class\":\"hung\"}\n")
-    .stderr_contains("no event from the agent for 1s: ending it")
-    .stderr_any("the agent's progress lines")
-    .timeout(Duration::from_secs(30))
-    .run();
+    ends_hung(&p, "sleep 2; echo first; echo $$ > pid; sleep 600");
     // Ended after its first line, not during its 2 s start.
     assert_eq!(p.read("runs/agent/step.events.jsonl"), "first\n");
-    procs::assert_group_gone(procs::read_pid(&p, "pid"));
 }
 
 #[test]
