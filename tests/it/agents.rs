@@ -616,6 +616,36 @@ fn build_audit_fix_converges(agent: Agent) {
     assert_nothing_left(p.root());
 }
 
+/// issue-runner with the real CLI (the forge is the fake gh of
+/// tests/it/workflows.rs): the issue's text reaches the model inside the
+/// prompt, the agent's final message is read from its stream, and its
+/// route moves the issue: needs-human, with its reasons as a comment.
+fn issue_runner_routes_an_issue_by_the_agents_final_message(agent: Agent) {
+    let lab = crate::workflows::issue_runner(&[(3, "alice", "2024-01-02T00:00:00Z", "agent:todo")]);
+    let _cleanup = Cleanup(lab.p.root().to_path_buf());
+    let mock = Mock::start(agent, |_: &Turn| {
+        Reply::Text("The issue asks for a decision on the API.\nROUTE: needs-human".into())
+    });
+    let fake_gh = lab.tools.join("gh");
+    mock.env(lab.runner(&["--timeout", "3m"]), lab.p.home())
+        .env("FORGE_CMD", &fake_gh)
+        .env("AGENT_LIMIT_WAIT", "1s")
+        .timeout(Duration::from_secs(240))
+        .stderr_contains("issue-runner: took #3 (agent:todo -> agent:working)")
+        .stderr_contains("issue-runner: #3: the agent routed it to 'needs-human'")
+        .stderr_contains("issue-runner: #3 moved to agent:needs-human")
+        .run();
+    assert_eq!(lab.labels(3), ["agent:needs-human"]);
+    let comments = lab.comments(3);
+    assert!(
+        comments.contains("The issue asks for a decision on the API."),
+        "{comments}"
+    );
+    let prompt = &mock.model_requests()[0].body.to_string();
+    assert!(prompt.contains("The body of issue 3."), "{prompt}");
+    assert_nothing_left(lab.p.root());
+}
+
 macro_rules! per_preset {
     ($($test:ident),* $(,)?) => {
         mod claude { $( #[test] fn $test() { super::$test(super::Agent::Claude) } )* }
@@ -633,6 +663,7 @@ per_preset!(
     a_denied_write_is_permanent,
     ctrl_c_while_a_tool_runs_leaves_nothing,
     build_audit_fix_converges,
+    issue_runner_routes_an_issue_by_the_agents_final_message,
 );
 
 /// Records tests/data/agent/recorded again with the pinned CLIs, each case

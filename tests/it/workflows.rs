@@ -1265,7 +1265,7 @@ fn build_audit_fix_needs_a_task_and_a_sane_max_rounds() {
 
 /// A lab with issue-runner, a forge repository (origin.git with a README)
 /// and these issues: (number, author, created, labels).
-fn issue_runner(issues: &[(u32, &str, &str, &str)]) -> Lab {
+pub(crate) fn issue_runner(issues: &[(u32, &str, &str, &str)]) -> Lab {
     let lab = Lab::new(&["issue-runner"]);
     let origin = lab.gh.join("origin.git");
     git(&lab.gh, &["init", "-q", "--bare", origin.to_str().unwrap()]);
@@ -1300,7 +1300,7 @@ fn issue_runner(issues: &[(u32, &str, &str, &str)]) -> Lab {
 }
 
 impl Lab {
-    fn runner(&self, args: &[&str]) -> Run {
+    pub(crate) fn runner(&self, args: &[&str]) -> Run {
         let mut all = vec!["run"];
         all.extend_from_slice(args);
         all.push("issue-runner");
@@ -1309,7 +1309,7 @@ impl Lab {
             .env("ALLOWED_AUTHORS", "alice, bob")
     }
 
-    fn labels(&self, n: u32) -> Vec<String> {
+    pub(crate) fn labels(&self, n: u32) -> Vec<String> {
         fs::read_to_string(self.gh.join(format!("issues/{n}/labels")))
             .unwrap()
             .lines()
@@ -1317,7 +1317,7 @@ impl Lab {
             .collect()
     }
 
-    fn comments(&self, n: u32) -> String {
+    pub(crate) fn comments(&self, n: u32) -> String {
         fs::read_to_string(self.gh.join(format!("issues/{n}/comments"))).unwrap_or_default()
     }
 
